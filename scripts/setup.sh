@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian package Kipp needs to build, test and run its tooling.
+# Idempotent: packages already present are skipped; safe to run on every CI start.
+set -euo pipefail
+
+PACKAGES=(
+  # build and test
+  build-essential cmake pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev
+  # libraries the code uses
+  nlohmann-json3-dev libcli11-dev libssl-dev libcurl4-openssl-dev
+  # tooling: PyTorch reference, synthetic checkpoints, test fixtures
+  python3 python3-numpy python3-torch libopenblas0-openmp
+  curl ca-certificates
+)
+# Node.js and npm may come from Debian or from NodeSource (whose nodejs provides npm and
+# conflicts with Debian's npm package): install Debian's only when the commands are absent.
+command -v node >/dev/null || PACKAGES+=(nodejs)
+command -v npm >/dev/null || PACKAGES+=(npm)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

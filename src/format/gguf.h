@@ -1,0 +1,153 @@
+// GGUF v3: an in-memory model of a file's metadata and tensor directory, a parser that
+// validates a byte range (an mmap) without copying tensor data, and a streaming writer.
+// Specification: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/files.h"
+#include "core/status.h"
+#include "format/ggml_types.h"
+
+namespace kipp {
+
+enum class GgufValueType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
+  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+
+std::string_view gguf_value_type_name(GgufValueType type);
+
+// One metadata value. Scalars keep their exact wire type so a file reads back bit for bit.
+// Arrays hold elements of one type; arrays of arrays are allowed by the format.
+class GgufValue {
+ public:
+  static GgufValue u8(uint8_t v);
+  static GgufValue i8(int8_t v);
+  static GgufValue u16(uint16_t v);
+  static GgufValue i16(int16_t v);
+  static GgufValue u32(uint32_t v);
+  static GgufValue i32(int32_t v);
+  static GgufValue u64(uint64_t v);
+  static GgufValue i64(int64_t v);
+  static GgufValue f32(float v);
+  static GgufValue f64(double v);
+  static GgufValue boolean(bool v);
+  static GgufValue string(std::string v);
+  static GgufValue string_array(std::vector<std::string> items);
+  static GgufValue i32_array(const std::vector<int32_t>& items);
+  static GgufValue u32_array(const std::vector<uint32_t>& items);
+  static GgufValue f32_array(const std::vector<float>& items);
+  // Every item must have type `element_type`.
+  static GgufValue array(GgufValueType element_type, std::vector<GgufValue> items);
+
+  GgufValueType type() const { return type_; }
+  GgufValueType array_type() const { return array_type_; }  // meaningful for ARRAY only
+
+  // Typed reads; nullopt / nullptr when the value is not of a matching type.
+  std::optional<uint64_t> as_uint() const;   // any integer type holding a value >= 0
+  std::optional<int64_t> as_int() const;     // any integer type fitting int64
+  std::optional<double> as_float() const;    // FLOAT32 or FLOAT64
+  std::optional<bool> as_bool() const;
+  const std::string* as_string() const;
+  const std::vector<GgufValue>* as_array() const;
+  // The items of an array of strings, or nullptr.
+  std::optional<std::vector<std::string>> as_string_array() const;
+
+  // Short rendering for `kipp inspect` ("[151936 strings]", "1000000", "\"qwen3\"").
+  std::string describe() const;
+
+  bool operator==(const GgufValue& other) const;
+
+ private:
+  GgufValueType type_ = GgufValueType::UINT8;
+  GgufValueType array_type_ = GgufValueType::UINT8;
+  uint64_t bits_ = 0;  // scalar payload: integers, bool and the IEEE bits of floats
+  std::string string_;
+  std::shared_ptr<const std::vector<GgufValue>> items_;
+};
+
+struct GgufTensorInfo {
+  std::string name;
+  std::vector<uint64_t> dims;  // ggml order: innermost (columns) first
+  GgmlType type = GgmlType::F32;
+  uint64_t offset = 0;         // from the start of the data section
+  uint64_t size_bytes = 0;     // derived from dims and type
+
+  uint64_t element_count() const;
+};
+
+struct GgufMetadataEntry {
+  std::string key;
+  GgufValue value;
+};
+
+// A parsed file: every check of the format is done by parse(); tensor data is not copied.
+class GgufFile {
+ public:
+  static constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little endian
+  static constexpr uint32_t kVersion = 3;
+  static constexpr uint32_t kDefaultAlignment = 32;
+
+  // Validates header, metadata, tensor directory, alignment and that every tensor's data lies
+  // inside `bytes` without overlapping another. `bytes` must outlive the GgufFile.
+  static Expected<GgufFile> parse(std::span<const uint8_t> bytes);
+
+  uint32_t version() const { return version_; }
+  uint32_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }  // from the start of the file
+  const std::vector<GgufMetadataEntry>& metadata() const { return metadata_; }
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+
+  const GgufValue* find(std::string_view key) const;
+  const GgufTensorInfo* find_tensor(std::string_view name) const;
+  std::span<const uint8_t> tensor_data(const GgufTensorInfo& tensor) const;
+
+ private:
+  std::span<const uint8_t> bytes_;
+  uint32_t version_ = 0;
+  uint32_t alignment_ = kDefaultAlignment;
+  uint64_t data_offset_ = 0;
+  std::vector<GgufMetadataEntry> metadata_;
+  std::map<std::string, size_t, std::less<>> metadata_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::map<std::string, size_t, std::less<>> tensor_index_;
+};
+
+// Writes a GGUF v3 file in two phases so tensors can be streamed one at a time:
+// declare metadata and tensors, begin() writes the header and directory, then
+// write_tensor() is called once per tensor in declaration order, then finish().
+// The file appears at `path` only after a successful finish() (atomic rename).
+class GgufWriter {
+ public:
+  // Metadata keeps insertion order; `general.alignment` is written when alignment != 32.
+  void set_alignment(uint32_t alignment);
+  void add_metadata(std::string key, GgufValue value);
+  // Offsets are assigned in declaration order, each aligned.
+  void add_tensor(std::string name, std::vector<uint64_t> dims, GgmlType type);
+
+  Status begin(const std::string& path);
+  Status write_tensor(std::string_view name, std::span<const uint8_t> data);
+  Status finish();
+
+  // One call for files whose tensors are all in memory (tests, small tools).
+  Status write_all(const std::string& path,
+                   const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
+
+ private:
+  uint32_t alignment_ = GgufFile::kDefaultAlignment;
+  std::vector<GgufMetadataEntry> metadata_;
+  std::vector<GgufTensorInfo> tensors_;
+  std::optional<AtomicFile> file_;
+  size_t next_tensor_ = 0;
+  uint64_t data_start_ = 0;
+};
+
+}  // namespace kipp
