@@ -1,2 +1,29 @@
 #include <cstdio>
-int main() { std::puts("kipp"); return 0; }
+
+#include "cli/commands.h"
+
+namespace kipp::cli {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "kipp: error: %s\n", message.c_str());
+  return 1;
+}
+
+}  // namespace kipp::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{"kipp: a local toolkit for Qwen3 dense models (convert, inspect, serve, train)", "kipp"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kipp 0.1.0");
+  kipp::cli::Action action;
+  kipp::cli::register_registry(app, action);
+  kipp::cli::register_pull(app, action);
+  kipp::cli::register_convert(app, action);
+  kipp::cli::register_inspect(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  return action ? action() : 0;
+}

@@ -62,3 +62,15 @@ void MappedFile::release() {
 }
 
 }  // namespace kipp
+
+namespace kipp {
+
+void drop_mapped_pages(std::span<const uint8_t> range) {
+  if (range.empty()) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(range.data()) & ~(page - 1);
+  const auto end = reinterpret_cast<uintptr_t>(range.data()) + range.size();
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace kipp

@@ -35,3 +35,9 @@ class MappedFile {
 };
 
 }  // namespace kipp
+
+namespace kipp {
+// Lets the kernel drop the resident pages of a range of a read-only mapping (they are
+// re-read on the next access). Streaming readers call it so RSS stays bounded.
+void drop_mapped_pages(std::span<const uint8_t> range);
+}  // namespace kipp

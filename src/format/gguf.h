@@ -3,6 +3,7 @@
 // Specification: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,7 +24,10 @@ enum class GgufValueType : uint32_t {
   BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
 };
 
+// "u8", "i32", "f32", "string", "array", ... ("unknown" for an id outside 0..12).
 std::string_view gguf_value_type_name(GgufValueType type);
+// Wire size of one scalar of `type`; 0 for STRING, ARRAY and unknown ids.
+size_t gguf_scalar_size(GgufValueType type);
 
 // One metadata value. Scalars keep their exact wire type so a file reads back bit for bit.
 // Arrays hold elements of one type; arrays of arrays are allowed by the format.
@@ -58,10 +62,14 @@ class GgufValue {
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;
   const std::vector<GgufValue>* as_array() const;
-  // The items of an array of strings, or nullptr.
+  // The items of an array of strings, or nullopt.
   std::optional<std::vector<std::string>> as_string_array() const;
+  // A scalar's payload: unsigned integers and bool zero-extended, signed integers
+  // sign-extended, floats as their IEEE bits (so NaN payloads survive a round trip).
+  uint64_t bits() const { return bits_; }
 
-  // Short rendering for `kipp inspect` ("[151936 strings]", "1000000", "\"qwen3\"").
+  // Short rendering for `kipp inspect`: 1000000, "qwen3" (quoted, escaped, cut near 60
+  // bytes), [151936 x string: "!", "#", "$", "%", ...] (only the first items of an array).
   std::string describe() const;
 
   bool operator==(const GgufValue& other) const;
@@ -81,7 +89,10 @@ struct GgufTensorInfo {
   uint64_t offset = 0;         // from the start of the data section
   uint64_t size_bytes = 0;     // derived from dims and type
 
+  // Product of dims (meaningful for validated tensors, where it cannot overflow).
   uint64_t element_count() const;
+
+  bool operator==(const GgufTensorInfo&) const = default;
 };
 
 struct GgufMetadataEntry {
@@ -95,9 +106,14 @@ class GgufFile {
   static constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little endian
   static constexpr uint32_t kVersion = 3;
   static constexpr uint32_t kDefaultAlignment = 32;
+  static constexpr uint32_t kMaxDims = 4;
+  static constexpr size_t kMaxTensorNameBytes = 64;  // the spec's limit
+  static constexpr int kMaxArrayDepth = 8;            // an array inside 7 more arrays at most
+  static constexpr std::string_view kAlignmentKey = "general.alignment";
 
   // Validates header, metadata, tensor directory, alignment and that every tensor's data lies
   // inside `bytes` without overlapping another. `bytes` must outlive the GgufFile.
+  // Safe on hostile input: every failure is an error naming the field, never a crash.
   static Expected<GgufFile> parse(std::span<const uint8_t> bytes);
 
   uint32_t version() const { return version_; }
@@ -127,7 +143,10 @@ class GgufFile {
 // The file appears at `path` only after a successful finish() (atomic rename).
 class GgufWriter {
  public:
-  // Metadata keeps insertion order; `general.alignment` is written when alignment != 32.
+  // Metadata keeps insertion order; `general.alignment` is appended as a u32 when the
+  // alignment is not 32 and the caller did not add that key. Adding `general.alignment`
+  // (u32) sets the alignment, and set_alignment() updates an added entry, so the two agree.
+  // Invalid input (duplicate keys, bad shapes, ...) is reported by begin()/to_bytes().
   void set_alignment(uint32_t alignment);
   void add_metadata(std::string key, GgufValue value);
   // Offsets are assigned in declaration order, each aligned.
@@ -140,8 +159,16 @@ class GgufWriter {
   // One call for files whose tensors are all in memory (tests, small tools).
   Status write_all(const std::string& path,
                    const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
+  // The same bytes write_all() would write, in memory (tests, fuzzing).
+  Expected<std::vector<uint8_t>> to_bytes(
+      const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
 
  private:
+  // Validates everything declared, assigns tensor offsets and returns the header, metadata
+  // and tensor directory padded to the start of the data section.
+  Expected<std::vector<uint8_t>> layout();
+  Status check_tensor_data(size_t index, std::string_view name, size_t size) const;
+
   uint32_t alignment_ = GgufFile::kDefaultAlignment;
   std::vector<GgufMetadataEntry> metadata_;
   std::vector<GgufTensorInfo> tensors_;

@@ -3,7 +3,15 @@
 //   affine4: fp16 scale d, fp16 min m, 16 bytes;   x = d * q + m, q in 0..15
 //            (ggml Q4_1: weight j < 16 is the low nibble of byte j, weight j + 16 the high one)
 // Quantization rounds the scale (and min) to fp16 first and quantizes against those rounded
-// values, so dequantize(quantize(x)) is what every decoder computes.
+// values, so dequantize(quantize(x)) is what every decoder computes:
+//   Q8_0:    d = fp16(amax / 127),          q = round(x / d) clamped to [-127, 127]
+//   affine4: d = fp16((max - min) / 15),    m = fp16(min), q = round((x - m) / d) clamped to [0, 15]
+// round() is to nearest with ties away from zero (C roundf, as the ggml reference quantizers);
+// the quotient is formed in double, so for Q8_0 q is the rounding of the exact x / d. A zero d
+// (all-zero or constant block) gives q = 0. Scale and min saturate at +-65504 (largest finite
+// fp16) so a block of huge values decodes to finite, saturated values, never inf or NaN.
+// Non-finite input: NaN is quantized as 0.0 would be; +-inf take no part in the block's range
+// and saturate to its extreme codes; a block with no finite value decodes to zeros.
 #pragma once
 
 #include <cstddef>

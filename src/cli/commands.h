@@ -1,0 +1,22 @@
+// Each `kipp` subcommand registers itself on the CLI11 app and returns its exit code through
+// `result`. Subcommands only parse arguments and print; the work lives in the library.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace kipp::cli {
+
+// The action of the chosen subcommand, set by its callback; returns the process exit code.
+using Action = std::function<int()>;
+
+void register_registry(CLI::App& app, Action& action);
+void register_convert(CLI::App& app, Action& action);
+void register_inspect(CLI::App& app, Action& action);
+void register_pull(CLI::App& app, Action& action);
+
+// Prints "kipp: error: <message>" on stderr and returns the failure exit code.
+int fail(const std::string& message);
+
+}  // namespace kipp::cli
