@@ -48,20 +48,22 @@ REGISTRY_PATH = REPO_ROOT / "registry" / "qwen3_dense.json"
 FETCH_TOKENIZER = TOOLS_DIR / "fetch_qwen_tokenizer.sh"
 
 # Weight initialisation per tensor kind: (mean, std) of the float32 normal draw.
-# Chosen (see the notes below and tools/tests/test_torch_reference.py) so that the
-# synthetic model's logits are far from flat and its greedy output varies:
+# Chosen (measured with tools/torch_reference.py) so that the synthetic models'
+# logits look like a real model's: std about 1.8 (tiny) and 3.5 (0.6b), a top-1 that
+# usually stands clear of the second (median gap above 1 std), and greedy decoding that
+# moves from token to token instead of repeating one token:
 # * gate/up are wider than 0.02 so that the MLP of the current token is a large part
-#   of the residual stream (the next token then depends on the current one; with all
-#   matrices at 0.02 the attention average dominates and greedy decoding repeats one
-#   token forever);
-# * the final norm has a mean of 4, which gives logits a std of about 1.3 (tiny) to
-#   2.5 (0.6b), like a real model, instead of 0.3;
-# * embedding rows carry a log-normal norm factor exp(EMBED_ROW_TAU * N(0, 1)) so the
-#   logits are heavy-tailed and the top-1 is usually clear (as in real models, whose
-#   embedding norms vary);
-# * rows >= UNUSED_ROWS_FROM (ids the Qwen tokenizer does not define; the real
-#   checkpoints pad the embedding to 151936 rows) get a factor UNUSED_ROW_SCALE, so
-#   the model practically never predicts an id that cannot be detokenized.
+#   of the residual stream (with every matrix at 0.02 the attention average dominates,
+#   the logits hardly depend on the last token, and greedy output repeats one token);
+# * embedding rows carry a log-normal norm factor exp(EMBED_ROW_TAU * N(0, 1)), so the
+#   logits are heavy-tailed as in real models (whose embedding norms vary) and the
+#   top-1 is usually clear;
+# * the final norm's gain is wide (mean 1, std 4): it scales the logits to a realistic
+#   std and, having mixed signs, keeps the tied head from copying the current token
+#   (with a gain near 1, a token with a large embedding predicts itself forever);
+# * rows >= UNUSED_ROWS_FROM (ids the Qwen tokenizer does not define; the checkpoints
+#   pad the embedding to 151936 rows) get a factor UNUSED_ROW_SCALE, so the model
+#   practically never predicts an id that cannot be detokenized.
 INIT = {
     "embed": (0.0, 0.02),
     "lm_head": (0.0, 0.02),      # only for untied configs
@@ -73,10 +75,10 @@ INIT = {
     "up_proj": (0.0, 0.06),
     "down_proj": (0.0, 0.02),
     "norm": (1.0, 0.05),         # input_layernorm, post_attention_layernorm
-    "final_norm": (4.0, 0.2),    # model.norm
+    "final_norm": (1.0, 4.0),    # model.norm
     "qk_norm": (1.0, 0.05),      # q_norm, k_norm
 }
-EMBED_ROW_TAU = 0.3
+EMBED_ROW_TAU = 0.5
 UNUSED_ROWS_FROM = 151669        # 151643 BPE tokens + 26 added tokens
 UNUSED_ROW_SCALE = 0.1
 
@@ -442,8 +444,13 @@ def make_checkpoint(out_dir, preset="tiny", seed=0, base=False, tokenizer_dir=No
     specs = tensor_specs(cfg, ship_tied_lm_head)
     if shards < 1 or shards > len(specs):
         raise ToolError(f"--shards must be between 1 and {len(specs)}")
-    if not no_tokenizer and tokenizer_dir is None:
-        tokenizer_dir = fetch_tokenizer_dir()
+    if not no_tokenizer:
+        if tokenizer_dir is None:
+            tokenizer_dir = fetch_tokenizer_dir()
+        for fname in ("tokenizer.json", "tokenizer_config.json"):
+            if not (Path(tokenizer_dir) / fname).is_file():
+                raise ToolError(f"{Path(tokenizer_dir) / fname} not found "
+                                "(--tokenizer-dir needs tokenizer.json and tokenizer_config.json)")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -151,6 +151,7 @@ class GgufWriter {
   void add_metadata(std::string key, GgufValue value);
   // Offsets are assigned in declaration order, each aligned.
   void add_tensor(std::string name, std::vector<uint64_t> dims, GgmlType type);
+  const std::vector<GgufMetadataEntry>& metadata() const { return metadata_; }
 
   Status begin(const std::string& path);
   Status write_tensor(std::string_view name, std::span<const uint8_t> data);

@@ -1,0 +1,58 @@
+// Test helper: the parts of a valid Kipp GGUF (metadata, tensors with data) held in memory,
+// so a test can break exactly one thing and write the file.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "format/gguf.h"
+#include "model/gguf_schema.h"
+#include "model/model_config.h"
+
+namespace kipp::testing {
+
+struct BlueprintTensor {
+  std::string name;
+  std::vector<uint64_t> dims;
+  GgmlType type;
+  std::vector<uint8_t> data;
+};
+
+struct GgufBlueprint {
+  std::vector<GgufMetadataEntry> metadata;
+  std::vector<BlueprintTensor> tensors;
+  uint32_t alignment = 32;
+  bool recompute_content_hash = true;
+
+  GgufValue* find(std::string_view key);
+  void set(std::string_view key, GgufValue value);  // replaces or appends
+  void erase(std::string_view key);
+  BlueprintTensor* tensor(std::string_view name);
+  Status write(const std::string& path);  // recomputes kipp.content_hash unless told not to
+};
+
+// A small Qwen3-shaped config (hidden 64, 2 layers, 4 heads, 2 kv heads, head_dim 32,
+// ffn 96, vocab 80, tied) that passes ModelConfig::validate.
+ModelConfig micro_config();
+// The HF config.json text of `config` (as local provenance records it).
+std::string hf_config_json(const ModelConfig& config);
+// A valid local-provenance blueprint with deterministic random weights.
+GgufBlueprint micro_blueprint(const ModelConfig& config = micro_config(), QuantScheme scheme = QuantScheme::BF16);
+
+// A fresh directory under the system temp dir, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace kipp::testing
