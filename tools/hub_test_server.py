@@ -132,8 +132,11 @@ def make_handler(state):
                 self.send_header("X-Linked-Etag", '"%s"' % sha)
                 self.send_header("X-Linked-Size", str(size))
                 self.send_header("ETag", '"%s"' % hashlib.sha1(sha.encode()).hexdigest())
-                self.send_header("Content-Length", "0")
+                body = b"Found. Redirecting to /cdn/" + key.encode()
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                if send_body:
+                    self.wfile.write(body)
                 return
             etag = hashlib.md5(sha.encode()).hexdigest() if kind == "cdn" else sha
             faulty = state.faulty(filename)

@@ -75,6 +75,8 @@ class GgufValue {
   bool operator==(const GgufValue& other) const;
 
  private:
+  static GgufValue scalar(GgufValueType type, uint64_t bits);
+
   GgufValueType type_ = GgufValueType::UINT8;
   GgufValueType array_type_ = GgufValueType::UINT8;
   uint64_t bits_ = 0;  // scalar payload: integers, bool and the IEEE bits of floats

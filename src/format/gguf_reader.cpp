@@ -5,20 +5,20 @@
 // input costs at most memory proportional to its own size. Errors name where they happened
 // ("GGUF metadata key #5 ('x')", "GGUF tensor 'blk.0.attn_q.weight'"), the field, and the
 // expected and found values.
+#include "format/gguf.h"
+
 #include <algorithm>
 #include <bit>
 #include <limits>
 #include <type_traits>
 
-#include "format/gguf.h"
-
 namespace kipp {
 namespace {
 
 // The smallest encodings, used to reject counts the remaining bytes cannot hold.
-constexpr uint64_t kMinStringBytes = 8;                     // u64 length, no bytes
-constexpr uint64_t kMinArrayBytes = 4 + 8;                  // element type, length
-constexpr uint64_t kMinKeyValueBytes = 8 + 1 + 4 + 1;       // key length, 1-byte key, type, u8
+constexpr uint64_t kMinStringBytes = 8;                          // u64 length, no bytes
+constexpr uint64_t kMinArrayBytes = 4 + 8;                       // element type, length
+constexpr uint64_t kMinKeyValueBytes = 8 + 1 + 4 + 1;            // key length, 1-byte key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;  // name, n_dims, 1 dim, type, offset
 constexpr uint32_t kMaxValueType = static_cast<uint32_t>(GgufValueType::FLOAT64);
 constexpr size_t kMaxNameInMessage = 64;
@@ -60,13 +60,14 @@ class Cursor {
   uint64_t position() const { return position_; }
   uint64_t remaining() const { return bytes_.size() - position_; }
 
+  // `field` + `suffix` name the value in an error; two parts so that the common, successful
+  // path builds no string.
   template <typename T>
-  Expected<T> read(std::string_view field) {
+  Expected<T> read(std::string_view field, std::string_view suffix = {}) {
     static_assert(std::is_unsigned_v<T>);
     if (remaining() < sizeof(T)) {
-      return make_error(std::string(field) + " needs " + std::to_string(sizeof(T)) +
-                        " bytes but only " + std::to_string(remaining()) +
-                        " are left in the file");
+      return make_error(std::string(field) + std::string(suffix) + " needs " + std::to_string(sizeof(T)) +
+                        " bytes but only " + std::to_string(remaining()) + " are left in the file");
     }
     T value = 0;
     for (size_t i = 0; i < sizeof(T); ++i) {
@@ -78,13 +79,12 @@ class Cursor {
 
   // A GGUF string: u64 length, then that many bytes (no terminator, any content).
   Expected<std::string> read_string(std::string_view field) {
-    KIPP_ASSIGN_OR_RETURN(const uint64_t length, read<uint64_t>(std::string(field) + " length"));
+    KIPP_ASSIGN_OR_RETURN(const uint64_t length, read<uint64_t>(field, " length"));
     if (length > remaining()) {
       return make_error(std::string(field) + " length " + std::to_string(length) + " exceeds the " +
                         std::to_string(remaining()) + " bytes left in the file");
     }
-    std::string out(reinterpret_cast<const char*>(bytes_.data() + position_),
-                    static_cast<size_t>(length));
+    std::string out(reinterpret_cast<const char*>(bytes_.data() + position_), static_cast<size_t>(length));
     position_ += length;
     return out;
   }
@@ -107,8 +107,7 @@ Expected<GgufValue> read_value(Cursor& cursor, GgufValueType type, int depth);
 
 // An array's payload: element type, u64 length, elements. `depth` counts this array.
 Expected<GgufValue> read_array(Cursor& cursor, int depth) {
-  KIPP_ASSIGN_OR_RETURN(const GgufValueType element_type,
-                        read_value_type(cursor, "array element type"));
+  KIPP_ASSIGN_OR_RETURN(const GgufValueType element_type, read_value_type(cursor, "array element type"));
   if (element_type == GgufValueType::ARRAY && depth >= GgufFile::kMaxArrayDepth) {
     return make_error("arrays are nested deeper than " + std::to_string(GgufFile::kMaxArrayDepth) +
                       " levels");
@@ -195,8 +194,8 @@ Expected<GgufValue> read_value(Cursor& cursor, GgufValueType type, int depth) {
 bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
 // A count from the header, checked against the least space each item needs.
-Status check_count(std::string_view field, uint64_t count, uint64_t min_item_bytes,
-                   uint64_t remaining, std::string_view item) {
+Status check_count(std::string_view field, uint64_t count, uint64_t min_item_bytes, uint64_t remaining,
+                   std::string_view item) {
   if (count <= remaining / min_item_bytes) return ok_status();
   return make_error("GGUF header: " + std::string(field) + " " + std::to_string(count) +
                     " is impossible: each " + std::string(item) + " needs at least " +
@@ -256,7 +255,9 @@ Expected<GgufTensorInfo> read_tensor_info(Cursor& cursor, uint64_t index, uint32
                       std::to_string(traits->block_elements));
   }
   const auto size = ggml_tensor_bytes(info.type, elements);
-  if (!size) return make_error(context + ": the byte size of " + std::to_string(elements) + " elements overflows 64 bits");
+  if (!size)
+    return make_error(context + ": the byte size of " + std::to_string(elements) +
+                      " elements overflows 64 bits");
   info.size_bytes = *size;
 
   auto offset = cursor.read<uint64_t>("offset");
@@ -301,8 +302,8 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   auto magic = cursor.read<uint32_t>("magic");
   if (!magic.ok()) return prefixed("GGUF header", magic.error());
   if (*magic != kMagic) {
-    return make_error("GGUF header: magic " + hex32(*magic) + " is not \"GGUF\" (expected " +
-                      hex32(kMagic) + ")");
+    return make_error("GGUF header: magic " + hex32(*magic) + " is not \"GGUF\" (expected " + hex32(kMagic) +
+                      ")");
   }
   auto version = cursor.read<uint32_t>("version");
   if (!version.ok()) return prefixed("GGUF header", version.error());
@@ -315,9 +316,10 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   if (!tensor_count.ok()) return prefixed("GGUF header", tensor_count.error());
   auto kv_count = cursor.read<uint64_t>("kv_count");
   if (!kv_count.ok()) return prefixed("GGUF header", kv_count.error());
-  KIPP_RETURN_IF_ERROR(check_count("kv_count", *kv_count, kMinKeyValueBytes, cursor.remaining(), "key/value pair"));
-  KIPP_RETURN_IF_ERROR(check_count("tensor_count", *tensor_count, kMinTensorInfoBytes, cursor.remaining(),
-                                   "tensor info"));
+  KIPP_RETURN_IF_ERROR(
+      check_count("kv_count", *kv_count, kMinKeyValueBytes, cursor.remaining(), "key/value pair"));
+  KIPP_RETURN_IF_ERROR(
+      check_count("tensor_count", *tensor_count, kMinTensorInfoBytes, cursor.remaining(), "tensor info"));
 
   file.metadata_.reserve(static_cast<size_t>(*kv_count));
   for (uint64_t i = 0; i < *kv_count; ++i) {
@@ -327,7 +329,8 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
     if (key->empty()) return make_error(where + ": key is empty (expected a non-empty string)");
     const std::string context = where + " ('" + printable(*key) + "')";
     if (const auto it = file.metadata_index_.find(*key); it != file.metadata_index_.end()) {
-      return make_error(context + ": duplicate key (first defined as key #" + std::to_string(it->second) + ")");
+      return make_error(context + ": duplicate key (first defined as key #" + std::to_string(it->second) +
+                        ")");
     }
     auto type = read_value_type(cursor, "value type");
     if (!type.ok()) return prefixed(context, type.error());
@@ -338,14 +341,14 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   }
   KIPP_ASSIGN_OR_RETURN(file.alignment_, alignment_of(file));
 
-  KIPP_RETURN_IF_ERROR(check_count("tensor_count", *tensor_count, kMinTensorInfoBytes, cursor.remaining(),
-                                   "tensor info"));
+  KIPP_RETURN_IF_ERROR(
+      check_count("tensor_count", *tensor_count, kMinTensorInfoBytes, cursor.remaining(), "tensor info"));
   file.tensors_.reserve(static_cast<size_t>(*tensor_count));
   for (uint64_t i = 0; i < *tensor_count; ++i) {
     KIPP_ASSIGN_OR_RETURN(GgufTensorInfo info, read_tensor_info(cursor, i, file.alignment_));
     if (const auto it = file.tensor_index_.find(info.name); it != file.tensor_index_.end()) {
-      return make_error("GGUF tensor '" + printable(info.name) + "': duplicate name (first defined as tensor #" +
-                        std::to_string(it->second) + ")");
+      return make_error("GGUF tensor '" + printable(info.name) +
+                        "': duplicate name (first defined as tensor #" + std::to_string(it->second) + ")");
     }
     file.tensor_index_.emplace(info.name, file.tensors_.size());
     file.tensors_.push_back(std::move(info));
@@ -358,8 +361,8 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   if (file.tensors_.empty()) return file;
   if (file.data_offset_ > bytes.size()) {
     return make_error("GGUF data section: starts at byte " + std::to_string(file.data_offset_) +
-                      " (the tensor directory ends at " + std::to_string(end_of_directory) +
-                      ", aligned to " + std::to_string(file.alignment_) + ") but the file has only " +
+                      " (the tensor directory ends at " + std::to_string(end_of_directory) + ", aligned to " +
+                      std::to_string(file.alignment_) + ") but the file has only " +
                       std::to_string(bytes.size()) + " bytes");
   }
   const uint64_t data_bytes = bytes.size() - file.data_offset_;

@@ -1,9 +1,10 @@
 // GgufValue: construction, typed access, equality and the `kipp inspect` rendering.
+#include "format/gguf.h"
+
 #include <bit>
 #include <charconv>
 #include <limits>
-
-#include "format/gguf.h"
+#include <system_error>
 
 namespace kipp {
 namespace {
@@ -13,9 +14,14 @@ constexpr size_t kDescribeArrayItems = 4;    // items shown before "..."
 
 bool is_integer(GgufValueType type) {
   switch (type) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::UINT16:
-    case GgufValueType::INT16: case GgufValueType::UINT32: case GgufValueType::INT32:
-    case GgufValueType::UINT64: case GgufValueType::INT64:
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
       return true;
     default:
       return false;
@@ -23,16 +29,22 @@ bool is_integer(GgufValueType type) {
 }
 
 bool is_signed(GgufValueType type) {
-  return type == GgufValueType::INT8 || type == GgufValueType::INT16 ||
-         type == GgufValueType::INT32 || type == GgufValueType::INT64;
+  return type == GgufValueType::INT8 || type == GgufValueType::INT16 || type == GgufValueType::INT32 ||
+         type == GgufValueType::INT64;
 }
 
+// Shortest text that reads back to the same value: plain digits when that stays short
+// ("1000000", "0.000001"), scientific otherwise ("1e-20", "3.4028235e+38").
 template <typename Float>
 std::string format_float(Float value) {
-  char buffer[64];
-  // Shortest text that reads back to the same value.
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-  return std::string(buffer, result.ptr);
+  constexpr size_t kMaxFixedChars = 12;
+  char buffer[400];  // fixed notation of the largest double needs 309 digits
+  const auto fixed = std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::fixed);
+  if (fixed.ec == std::errc() && static_cast<size_t>(fixed.ptr - buffer) <= kMaxFixedChars) {
+    return std::string(buffer, fixed.ptr);
+  }
+  const auto shortest = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, shortest.ptr);
 }
 
 // Quotes and escapes `text`; cuts it near `limit` bytes (never inside a UTF-8 sequence) and
@@ -47,11 +59,21 @@ std::string quote(const std::string& text, size_t limit) {
   for (size_t i = 0; i < cut; ++i) {
     const auto byte = static_cast<uint8_t>(text[i]);
     switch (byte) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (byte < 0x20 || byte == 0x7f) {
           static const char* hex = "0123456789abcdef";
@@ -75,67 +97,85 @@ std::string quote(const std::string& text, size_t limit) {
 
 std::string_view gguf_value_type_name(GgufValueType type) {
   switch (type) {
-    case GgufValueType::UINT8: return "u8";
-    case GgufValueType::INT8: return "i8";
-    case GgufValueType::UINT16: return "u16";
-    case GgufValueType::INT16: return "i16";
-    case GgufValueType::UINT32: return "u32";
-    case GgufValueType::INT32: return "i32";
-    case GgufValueType::FLOAT32: return "f32";
-    case GgufValueType::BOOL: return "bool";
-    case GgufValueType::STRING: return "string";
-    case GgufValueType::ARRAY: return "array";
-    case GgufValueType::UINT64: return "u64";
-    case GgufValueType::INT64: return "i64";
-    case GgufValueType::FLOAT64: return "f64";
+    case GgufValueType::UINT8:
+      return "u8";
+    case GgufValueType::INT8:
+      return "i8";
+    case GgufValueType::UINT16:
+      return "u16";
+    case GgufValueType::INT16:
+      return "i16";
+    case GgufValueType::UINT32:
+      return "u32";
+    case GgufValueType::INT32:
+      return "i32";
+    case GgufValueType::FLOAT32:
+      return "f32";
+    case GgufValueType::BOOL:
+      return "bool";
+    case GgufValueType::STRING:
+      return "string";
+    case GgufValueType::ARRAY:
+      return "array";
+    case GgufValueType::UINT64:
+      return "u64";
+    case GgufValueType::INT64:
+      return "i64";
+    case GgufValueType::FLOAT64:
+      return "f64";
   }
   return "unknown";
 }
 
 size_t gguf_scalar_size(GgufValueType type) {
   switch (type) {
-    case GgufValueType::UINT8: case GgufValueType::INT8: case GgufValueType::BOOL:
+    case GgufValueType::UINT8:
+    case GgufValueType::INT8:
+    case GgufValueType::BOOL:
       return 1;
-    case GgufValueType::UINT16: case GgufValueType::INT16:
+    case GgufValueType::UINT16:
+    case GgufValueType::INT16:
       return 2;
-    case GgufValueType::UINT32: case GgufValueType::INT32: case GgufValueType::FLOAT32:
+    case GgufValueType::UINT32:
+    case GgufValueType::INT32:
+    case GgufValueType::FLOAT32:
       return 4;
-    case GgufValueType::UINT64: case GgufValueType::INT64: case GgufValueType::FLOAT64:
+    case GgufValueType::UINT64:
+    case GgufValueType::INT64:
+    case GgufValueType::FLOAT64:
       return 8;
-    case GgufValueType::STRING: case GgufValueType::ARRAY:
+    case GgufValueType::STRING:
+    case GgufValueType::ARRAY:
       return 0;
   }
   return 0;
 }
 
+GgufValue GgufValue::scalar(GgufValueType type, uint64_t bits) {
+  GgufValue out;
+  out.type_ = type;
+  out.bits_ = bits;
+  return out;
+}
+
 // Signed values are stored sign-extended, so as_int() needs no per-type code.
-GgufValue GgufValue::u8(uint8_t v) { GgufValue out; out.type_ = GgufValueType::UINT8; out.bits_ = v; return out; }
-GgufValue GgufValue::i8(int8_t v) {
-  GgufValue out; out.type_ = GgufValueType::INT8; out.bits_ = static_cast<uint64_t>(int64_t{v}); return out;
-}
-GgufValue GgufValue::u16(uint16_t v) { GgufValue out; out.type_ = GgufValueType::UINT16; out.bits_ = v; return out; }
-GgufValue GgufValue::i16(int16_t v) {
-  GgufValue out; out.type_ = GgufValueType::INT16; out.bits_ = static_cast<uint64_t>(int64_t{v}); return out;
-}
-GgufValue GgufValue::u32(uint32_t v) { GgufValue out; out.type_ = GgufValueType::UINT32; out.bits_ = v; return out; }
-GgufValue GgufValue::i32(int32_t v) {
-  GgufValue out; out.type_ = GgufValueType::INT32; out.bits_ = static_cast<uint64_t>(int64_t{v}); return out;
-}
-GgufValue GgufValue::u64(uint64_t v) { GgufValue out; out.type_ = GgufValueType::UINT64; out.bits_ = v; return out; }
-GgufValue GgufValue::i64(int64_t v) {
-  GgufValue out; out.type_ = GgufValueType::INT64; out.bits_ = static_cast<uint64_t>(v); return out;
-}
-GgufValue GgufValue::f32(float v) {
-  GgufValue out; out.type_ = GgufValueType::FLOAT32; out.bits_ = std::bit_cast<uint32_t>(v); return out;
-}
-GgufValue GgufValue::f64(double v) {
-  GgufValue out; out.type_ = GgufValueType::FLOAT64; out.bits_ = std::bit_cast<uint64_t>(v); return out;
-}
-GgufValue GgufValue::boolean(bool v) {
-  GgufValue out; out.type_ = GgufValueType::BOOL; out.bits_ = v ? 1 : 0; return out;
-}
+GgufValue GgufValue::u8(uint8_t v) { return scalar(GgufValueType::UINT8, v); }
+GgufValue GgufValue::i8(int8_t v) { return scalar(GgufValueType::INT8, static_cast<uint64_t>(int64_t{v})); }
+GgufValue GgufValue::u16(uint16_t v) { return scalar(GgufValueType::UINT16, v); }
+GgufValue GgufValue::i16(int16_t v) { return scalar(GgufValueType::INT16, static_cast<uint64_t>(int64_t{v})); }
+GgufValue GgufValue::u32(uint32_t v) { return scalar(GgufValueType::UINT32, v); }
+GgufValue GgufValue::i32(int32_t v) { return scalar(GgufValueType::INT32, static_cast<uint64_t>(int64_t{v})); }
+GgufValue GgufValue::u64(uint64_t v) { return scalar(GgufValueType::UINT64, v); }
+GgufValue GgufValue::i64(int64_t v) { return scalar(GgufValueType::INT64, static_cast<uint64_t>(v)); }
+GgufValue GgufValue::f32(float v) { return scalar(GgufValueType::FLOAT32, std::bit_cast<uint32_t>(v)); }
+GgufValue GgufValue::f64(double v) { return scalar(GgufValueType::FLOAT64, std::bit_cast<uint64_t>(v)); }
+GgufValue GgufValue::boolean(bool v) { return scalar(GgufValueType::BOOL, v ? 1 : 0); }
+
 GgufValue GgufValue::string(std::string v) {
-  GgufValue out; out.type_ = GgufValueType::STRING; out.string_ = std::move(v); return out;
+  GgufValue out;
+  out.type_ = GgufValueType::STRING;
+  out.string_ = std::move(v);
+  return out;
 }
 
 GgufValue GgufValue::array(GgufValueType element_type, std::vector<GgufValue> items) {
@@ -221,10 +261,14 @@ std::optional<std::vector<std::string>> GgufValue::as_string_array() const {
 
 std::string GgufValue::describe() const {
   switch (type_) {
-    case GgufValueType::UINT8: case GgufValueType::UINT16: case GgufValueType::UINT32:
+    case GgufValueType::UINT8:
+    case GgufValueType::UINT16:
+    case GgufValueType::UINT32:
     case GgufValueType::UINT64:
       return std::to_string(bits_);
-    case GgufValueType::INT8: case GgufValueType::INT16: case GgufValueType::INT32:
+    case GgufValueType::INT8:
+    case GgufValueType::INT16:
+    case GgufValueType::INT32:
     case GgufValueType::INT64:
       return std::to_string(static_cast<int64_t>(bits_));
     case GgufValueType::FLOAT32:
@@ -239,8 +283,8 @@ std::string GgufValue::describe() const {
       break;
   }
   const std::vector<GgufValue>& items = *items_;
-  std::string out = "[" + std::to_string(items.size()) + " x " +
-                    std::string(gguf_value_type_name(array_type_));
+  std::string out =
+      "[" + std::to_string(items.size()) + " x " + std::string(gguf_value_type_name(array_type_));
   // Nested arrays show only their size so the rendering stays short at any depth.
   if (array_type_ == GgufValueType::ARRAY || items.empty()) return out + "]";
   out += ": ";

@@ -2,11 +2,11 @@
 //
 // Everything the parser would reject (duplicate keys, bad shapes, unknown types, mixed array
 // items, too-deep arrays) is rejected here first, so a written file always reads back equal.
+#include "format/gguf.h"
+
 #include <limits>
 #include <set>
 #include <type_traits>
-
-#include "format/gguf.h"
 
 namespace kipp {
 namespace {
@@ -79,10 +79,18 @@ Status put_value(ByteSink& sink, const GgufValue& value, int depth) {
   // conversion that could quiet a signalling NaN.
   const uint64_t bits = value.bits();
   switch (gguf_scalar_size(value.type())) {
-    case 1: sink.put(static_cast<uint8_t>(bits)); break;
-    case 2: sink.put(static_cast<uint16_t>(bits)); break;
-    case 4: sink.put(static_cast<uint32_t>(bits)); break;
-    default: sink.put(bits); break;
+    case 1:
+      sink.put(static_cast<uint8_t>(bits));
+      break;
+    case 2:
+      sink.put(static_cast<uint16_t>(bits));
+      break;
+    case 4:
+      sink.put(static_cast<uint32_t>(bits));
+      break;
+    default:
+      sink.put(bits);
+      break;
   }
   return ok_status();
 }
@@ -121,7 +129,8 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
   std::set<std::string_view> keys;
   for (const GgufMetadataEntry& entry : metadata_) {
     const std::string context = "GGUF writer: metadata '" + entry.key + "'";
-    if (entry.key.empty()) return make_error("GGUF writer: metadata key #" + std::to_string(entries.size()) + " is empty");
+    if (entry.key.empty())
+      return make_error("GGUF writer: metadata key #" + std::to_string(entries.size()) + " is empty");
     if (!keys.insert(entry.key).second) return make_error(context + ": duplicate key");
     if (entry.key == GgufFile::kAlignmentKey && entry.value.type() != GgufValueType::UINT32) {
       return make_error(context + ": type " + std::string(gguf_value_type_name(entry.value.type())) +
@@ -129,7 +138,8 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
     }
     entries.push_back(&entry);
   }
-  const GgufMetadataEntry implicit_alignment{std::string(GgufFile::kAlignmentKey), GgufValue::u32(alignment_)};
+  const GgufMetadataEntry implicit_alignment{std::string(GgufFile::kAlignmentKey),
+                                             GgufValue::u32(alignment_)};
   if (alignment_ != GgufFile::kDefaultAlignment && !keys.contains(GgufFile::kAlignmentKey)) {
     entries.push_back(&implicit_alignment);
   }
@@ -151,8 +161,9 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
   for (GgufTensorInfo& info : tensors_) {
     const std::string context = "GGUF writer: tensor '" + info.name + "'";
     if (info.name.empty() || info.name.size() > GgufFile::kMaxTensorNameBytes) {
-      return make_error(context + ": name length " + std::to_string(info.name.size()) + " is out of range (expected 1 to " +
-                        std::to_string(GgufFile::kMaxTensorNameBytes) + ")");
+      return make_error(context + ": name length " + std::to_string(info.name.size()) +
+                        " is out of range (expected 1 to " + std::to_string(GgufFile::kMaxTensorNameBytes) +
+                        ")");
     }
     if (!names.insert(info.name).second) return make_error(context + ": duplicate name");
     if (info.dims.empty() || info.dims.size() > GgufFile::kMaxDims) {
@@ -171,11 +182,13 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
     }
     const auto traits = ggml_type_traits(static_cast<uint32_t>(info.type));
     if (!traits) {
-      return make_error(context + ": ggml type " + std::to_string(static_cast<uint32_t>(info.type)) + " is unknown");
+      return make_error(context + ": ggml type " + std::to_string(static_cast<uint32_t>(info.type)) +
+                        " is unknown");
     }
     if (info.dims[0] % traits->block_elements != 0) {
-      return make_error(context + ": dimension 0 (" + std::to_string(info.dims[0]) + ") is not a multiple of the " +
-                        std::string(traits->name) + " block size " + std::to_string(traits->block_elements));
+      return make_error(context + ": dimension 0 (" + std::to_string(info.dims[0]) +
+                        ") is not a multiple of the " + std::string(traits->name) + " block size " +
+                        std::to_string(traits->block_elements));
     }
     const auto size = ggml_tensor_bytes(info.type, elements);
     if (!size || *size > std::numeric_limits<uint64_t>::max() - alignment_ - offset) {
@@ -207,8 +220,9 @@ Status GgufWriter::check_tensor_data(size_t index, std::string_view name, size_t
                       info.name + "', tensor #" + std::to_string(index) + ")");
   }
   if (size != info.size_bytes) {
-    return make_error("GGUF writer: tensor '" + info.name + "': " + std::to_string(size) + " bytes given (expected " +
-                      std::to_string(info.size_bytes) + " for " + std::string(ggml_type_name(info.type)) + " with " +
+    return make_error("GGUF writer: tensor '" + info.name + "': " + std::to_string(size) +
+                      " bytes given (expected " + std::to_string(info.size_bytes) + " for " +
+                      std::string(ggml_type_name(info.type)) + " with " +
                       std::to_string(info.element_count()) + " elements)");
   }
   return ok_status();
@@ -252,8 +266,8 @@ Status GgufWriter::finish() {
 Status GgufWriter::write_all(const std::string& path,
                              const std::vector<std::span<const uint8_t>>& tensor_data_in_order) {
   if (tensor_data_in_order.size() != tensors_.size()) {
-    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) + " tensor buffers given for " +
-                      std::to_string(tensors_.size()) + " declared tensors");
+    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) +
+                      " tensor buffers given for " + std::to_string(tensors_.size()) + " declared tensors");
   }
   KIPP_RETURN_IF_ERROR(begin(path));
   for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -269,8 +283,8 @@ Status GgufWriter::write_all(const std::string& path,
 Expected<std::vector<uint8_t>> GgufWriter::to_bytes(
     const std::vector<std::span<const uint8_t>>& tensor_data_in_order) {
   if (tensor_data_in_order.size() != tensors_.size()) {
-    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) + " tensor buffers given for " +
-                      std::to_string(tensors_.size()) + " declared tensors");
+    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) +
+                      " tensor buffers given for " + std::to_string(tensors_.size()) + " declared tensors");
   }
   KIPP_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, layout());
   for (size_t i = 0; i < tensors_.size(); ++i) {

@@ -37,6 +37,8 @@ class SafetensorsFile {
   static Expected<SafetensorsFile> open(const std::string& path);
 
   const std::string& path() const { return file_.path(); }
+  // In data order (ascending data_offsets), which for files we write is the order given to
+  // write_safetensors.
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const SafetensorsTensor* find(std::string_view name) const;
@@ -78,8 +80,10 @@ struct SafetensorsWriteTensor {
   std::span<const uint8_t> data;
 };
 
-// Writes tensors in the given order (header keys sorted as the format's reference writer
-// does not require; offsets follow the given order), with optional __metadata__, atomically.
+// Writes tensors in the given order (header keys and contiguous data offsets both follow it;
+// the format does not require sorted keys), with optional __metadata__ first, the header
+// space-padded so the data section starts 8-byte aligned, atomically. Fails, writing nothing,
+// on a data size that does not match dtype x shape, a repeated or reserved name, or invalid UTF-8.
 Status write_safetensors(const std::string& path, const std::vector<SafetensorsWriteTensor>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 

@@ -91,7 +91,8 @@ std::vector<GgufMetadataEntry> every_value_type() {
       {"t.a.i64", GgufValue::array(GgufValueType::INT64, {GgufValue::i64(-(1ll << 40))})},
       {"t.a.f32", GgufValue::f32_array({0.5f, signalling_nan, -0.0f})},
       {"t.a.f64", GgufValue::array(GgufValueType::FLOAT64, {GgufValue::f64(f64_nan), GgufValue::f64(2.5)})},
-      {"t.a.bool", GgufValue::array(GgufValueType::BOOL, {GgufValue::boolean(true), GgufValue::boolean(false)})},
+      {"t.a.bool",
+       GgufValue::array(GgufValueType::BOOL, {GgufValue::boolean(true), GgufValue::boolean(false)})},
       {"t.a.string", GgufValue::string_array({"a", "", "\xc4\xa0t", "left right"})},
       {"t.a.empty.u32", GgufValue::u32_array({})},
       {"t.a.empty.string", GgufValue::string_array({})},
@@ -116,12 +117,12 @@ struct TensorSpec {
 // Tensors of every known type; sizes chosen so some need padding and some do not.
 std::vector<TensorSpec> mixed_tensors() {
   return {
-      {"token_embd.weight", {4, 3}, GgmlType::BF16},         // 24 bytes: padded
-      {"blk.0.attn_norm.weight", {8}, GgmlType::F32},        // 32 bytes
-      {"blk.0.attn_q.weight", {32, 2}, GgmlType::Q8_0},      // 68 bytes
-      {"blk.0.ffn_up.weight", {64, 1, 1}, GgmlType::Q4_1},   // 40 bytes
+      {"token_embd.weight", {4, 3}, GgmlType::BF16},             // 24 bytes: padded
+      {"blk.0.attn_norm.weight", {8}, GgmlType::F32},            // 32 bytes
+      {"blk.0.attn_q.weight", {32, 2}, GgmlType::Q8_0},          // 68 bytes
+      {"blk.0.ffn_up.weight", {64, 1, 1}, GgmlType::Q4_1},       // 40 bytes
       {"blk.0.ffn_down.weight", {32, 1, 1, 2}, GgmlType::Q4_0},  // 36 bytes
-      {"output_norm.weight", {5}, GgmlType::F16},            // 10 bytes
+      {"output_norm.weight", {5}, GgmlType::F16},                // 10 bytes
   };
 }
 
@@ -140,7 +141,8 @@ Built build_file(const std::vector<GgufMetadataEntry>& metadata, const std::vect
     writer.add_tensor(tensors[i].name, tensors[i].dims, tensors[i].type);
     uint64_t elements = 1;
     for (uint64_t dim : tensors[i].dims) elements *= dim;
-    built.data.push_back(pattern_bytes(*ggml_tensor_bytes(tensors[i].type, elements), static_cast<uint8_t>(i)));
+    built.data.push_back(
+        pattern_bytes(*ggml_tensor_bytes(tensors[i].type, elements), static_cast<uint8_t>(i)));
   }
   auto bytes = writer.to_bytes(spans_of(built.data));
   EXPECT_TRUE(bytes.ok()) << bytes.message();
@@ -164,7 +166,10 @@ Expected<Bytes> rewrite(const GgufFile& file) {
 // Hand-assembled bytes for malformed files the writer refuses to produce.
 class Raw {
  public:
-  Raw& u8(uint8_t v) { bytes_.push_back(v); return *this; }
+  Raw& u8(uint8_t v) {
+    bytes_.push_back(v);
+    return *this;
+  }
   Raw& u32(uint32_t v) {
     for (int i = 0; i < 4; ++i) bytes_.push_back(static_cast<uint8_t>(v >> (8 * i)));
     return *this;
@@ -248,8 +253,12 @@ TEST(GgufValue, Describe) {
   EXPECT_EQ(GgufValue::u32(1000000).describe(), "1000000");
   EXPECT_EQ(GgufValue::i32(-3).describe(), "-3");
   EXPECT_EQ(GgufValue::u64(std::numeric_limits<uint64_t>::max()).describe(), "18446744073709551615");
-  EXPECT_EQ(GgufValue::f32(1e-6f).describe(), "1e-06");
-  EXPECT_EQ(GgufValue::f32(1000000.0f).describe(), "1e+06");
+  EXPECT_EQ(GgufValue::f32(1e-6f).describe(), "0.000001");
+  EXPECT_EQ(GgufValue::f32(1000000.0f).describe(), "1000000");
+  EXPECT_EQ(GgufValue::f32(1e-20f).describe(), "1e-20");
+  EXPECT_EQ(GgufValue::f32(std::numeric_limits<float>::max()).describe(), "3.4028235e+38");
+  EXPECT_EQ(GgufValue::f32(std::bit_cast<float>(uint32_t{0x7fc00000})).describe(), "nan");
+  EXPECT_EQ(GgufValue::f64(-std::numeric_limits<double>::infinity()).describe(), "-inf");
   EXPECT_EQ(GgufValue::f64(0.1).describe(), "0.1");
   EXPECT_EQ(GgufValue::boolean(false).describe(), "false");
   EXPECT_EQ(GgufValue::string("qwen3").describe(), "\"qwen3\"");
@@ -314,7 +323,8 @@ TEST(GgufRoundTrip, TensorsAtDefaultAlignment) {
 
     const auto view = parsed->tensor_data(info);
     EXPECT_EQ(view.data(), built.file.data() + parsed->data_offset() + info.offset);
-    EXPECT_TRUE(std::equal(view.begin(), view.end(), built.data[i].begin(), built.data[i].end())) << info.name;
+    EXPECT_TRUE(std::equal(view.begin(), view.end(), built.data[i].begin(), built.data[i].end()))
+        << info.name;
     EXPECT_EQ(parsed->find_tensor(specs[i].name), &info);
   }
   EXPECT_EQ(parsed->tensors()[2].element_count(), 64u);
@@ -423,12 +433,15 @@ TEST(GgufWriterErrors, TensorOrderSizeAndCount) {
   ASSERT_TRUE(writer.begin(path).ok());
   EXPECT_NE(writer.begin(path).message().find("begin("), std::string::npos);
   auto out_of_order = writer.write_tensor("b", b);
-  EXPECT_NE(out_of_order.message().find("out of order (expected 'a'"), std::string::npos) << out_of_order.message();
+  EXPECT_NE(out_of_order.message().find("out of order (expected 'a'"), std::string::npos)
+      << out_of_order.message();
   auto wrong_size = writer.write_tensor("a", wrong);
-  EXPECT_NE(wrong_size.message().find("15 bytes given (expected 16"), std::string::npos) << wrong_size.message();
+  EXPECT_NE(wrong_size.message().find("15 bytes given (expected 16"), std::string::npos)
+      << wrong_size.message();
   ASSERT_TRUE(writer.write_tensor("a", a).ok());
   auto early = writer.finish();
-  EXPECT_NE(early.message().find("after 1 of 2 tensors (next expected: 'b')"), std::string::npos) << early.message();
+  EXPECT_NE(early.message().find("after 1 of 2 tensors (next expected: 'b')"), std::string::npos)
+      << early.message();
   ASSERT_TRUE(writer.write_tensor("b", b).ok());
   EXPECT_NE(writer.write_tensor("c", b).message().find("after all 2 declared tensors"), std::string::npos);
   ASSERT_TRUE(writer.finish().ok());
@@ -475,7 +488,8 @@ TEST(GgufWriterErrors, InvalidDeclarationsAreRejected) {
   }
   {
     GgufWriter writer;
-    writer.add_metadata("mixed", GgufValue::array(GgufValueType::UINT32, {GgufValue::u32(1), GgufValue::u8(2)}));
+    writer.add_metadata("mixed",
+                        GgufValue::array(GgufValueType::UINT32, {GgufValue::u32(1), GgufValue::u8(2)}));
     EXPECT_NE(layout_error(writer).find("array element #1 has type u8 (expected u32)"), std::string::npos);
   }
   {
@@ -523,12 +537,12 @@ TEST(GgufWriterErrors, InvalidDeclarationsAreRejected) {
 
 TEST(GgufParseErrors, EveryTruncationFails) {
   // The last tensor ends on the alignment, so no prefix is a valid file.
-  const Built built = build_file(
-      {{"general.architecture", GgufValue::string("qwen3")},
-       {"t.a", GgufValue::u32_array({1, 2, 3})},
-       {"t.n", GgufValue::array(GgufValueType::ARRAY, {GgufValue::string_array({"x"})})},
-       {"t.f", GgufValue::f64(1.5)}},
-      {{"a", {32}, GgmlType::Q8_0}, {"b", {8}, GgmlType::F32}}, 32);
+  const Built built =
+      build_file({{"general.architecture", GgufValue::string("qwen3")},
+                  {"t.a", GgufValue::u32_array({1, 2, 3})},
+                  {"t.n", GgufValue::array(GgufValueType::ARRAY, {GgufValue::string_array({"x"})})},
+                  {"t.f", GgufValue::f64(1.5)}},
+                 {{"a", {32}, GgmlType::Q8_0}, {"b", {8}, GgmlType::F32}}, 32);
   ASSERT_TRUE(GgufFile::parse(built.file).ok());
   for (size_t size = 0; size < built.file.size(); ++size) {
     const Bytes prefix(built.file.begin(), built.file.begin() + static_cast<std::ptrdiff_t>(size));
@@ -546,8 +560,9 @@ TEST(GgufParseErrors, Header) {
             "GGUF header: version 2 is not supported (expected 3)");
   EXPECT_EQ(parse_error(Raw().u32(GgufFile::kMagic).u32(4).u64(0).u64(0).bytes()),
             "GGUF header: version 4 is not supported (expected 3)");
-  EXPECT_NE(parse_error(Raw().header(0, 1ull << 60).bytes()).find("GGUF header: kv_count 1152921504606846976"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error(Raw().header(0, 1ull << 60).bytes()).find("GGUF header: kv_count 1152921504606846976"),
+      std::string::npos);
   EXPECT_NE(parse_error(Raw().header(std::numeric_limits<uint64_t>::max(), 0).bytes())
                 .find("GGUF header: tensor_count 18446744073709551615 is impossible"),
             std::string::npos);
@@ -565,28 +580,43 @@ TEST(GgufParseErrors, Metadata) {
             "GGUF metadata key #0: key length 18446744073709551615 exceeds the 8 bytes left in the file");
   EXPECT_EQ(parse_error(Raw().header(0, 1).str("").u32(0).u8(0).zeros(1).bytes()),
             "GGUF metadata key #0: key is empty (expected a non-empty string)");
-  EXPECT_EQ(parse_error(Raw().header(0, 2).key("a", GgufValueType::UINT8).u8(1).key("x", GgufValueType::STRING)
-                            .u64(huge).zeros(16).bytes()),
-            "GGUF metadata key #1 ('x'): string length 18446744073709551615 exceeds the 16 bytes left in the file");
+  EXPECT_EQ(
+      parse_error(Raw()
+                      .header(0, 2)
+                      .key("a", GgufValueType::UINT8)
+                      .u8(1)
+                      .key("x", GgufValueType::STRING)
+                      .u64(huge)
+                      .zeros(16)
+                      .bytes()),
+      "GGUF metadata key #1 ('x'): string length 18446744073709551615 exceeds the 16 bytes left in the file");
   EXPECT_EQ(parse_error(Raw().header(0, 1).str("x").u32(13).zeros(8).bytes()),
             "GGUF metadata key #0 ('x'): value type 13 is unknown (expected 0 to 12)");
   EXPECT_EQ(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(99).u64(0).bytes()),
             "GGUF metadata key #0 ('x'): array element type 99 is unknown (expected 0 to 12)");
-  EXPECT_NE(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(4).u64(1ull << 40).zeros(64).bytes())
-                .find("GGUF metadata key #0 ('x'): array length 1099511627776 exceeds what the 64 bytes"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(4).u64(1ull << 40).zeros(64).bytes())
+          .find("GGUF metadata key #0 ('x'): array length 1099511627776 exceeds what the 64 bytes"),
+      std::string::npos);
   EXPECT_NE(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(8).u64(huge).zeros(64).bytes())
                 .find("array length 18446744073709551615"),
             std::string::npos);
-  EXPECT_EQ(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(8).u64(2).str("a").u64(99).bytes()),
-            "GGUF metadata key #0 ('x'): array element #1: string length 99 exceeds the 0 bytes left in the file");
+  EXPECT_EQ(
+      parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(8).u64(2).str("a").u64(99).bytes()),
+      "GGUF metadata key #0 ('x'): array element #1: string length 99 exceeds the 0 bytes left in the file");
   EXPECT_EQ(parse_error(Raw().header(0, 1).key("b", GgufValueType::BOOL).u8(2).bytes()),
             "GGUF metadata key #0 ('b'): bool value 2 is invalid (expected 0 or 1)");
-  EXPECT_EQ(parse_error(Raw().header(0, 2).key("k", GgufValueType::UINT8).u8(1).key("k", GgufValueType::UINT8).u8(2)
+  EXPECT_EQ(parse_error(Raw()
+                            .header(0, 2)
+                            .key("k", GgufValueType::UINT8)
+                            .u8(1)
+                            .key("k", GgufValueType::UINT8)
+                            .u8(2)
                             .bytes()),
             "GGUF metadata key #1 ('k'): duplicate key (first defined as key #0)");
   // Key names are escaped in messages.
-  EXPECT_NE(parse_error(Raw().header(0, 1).str("a\nb").u32(13).bytes()).find("('a\\x0ab')"), std::string::npos);
+  EXPECT_NE(parse_error(Raw().header(0, 1).str("a\nb").u32(13).bytes()).find("('a\\x0ab')"),
+            std::string::npos);
 
   // Nine nested arrays are one too many; eight parse.
   auto nested = [](int levels) {
@@ -626,21 +656,28 @@ Bytes one_tensor(const std::function<void(Raw&)>& add, size_t data_bytes = 64) {
 TEST(GgufParseErrors, TensorDirectory) {
   EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("t", {}, kF32, 0); })),
             "GGUF tensor 't': n_dims 0 is out of range (expected 1 to 4)");
-  EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("t", {1, 1, 1, 1, 1}, kF32, 0); })),
+  EXPECT_EQ(parse_error(one_tensor([](Raw& r) {
+              r.tensor("t", {1, 1, 1, 1, 1}, kF32, 0);
+            })),
             "GGUF tensor 't': n_dims 5 is out of range (expected 1 to 4)");
-  EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("t", {4, 0}, kF32, 0); })),
+  EXPECT_EQ(parse_error(one_tensor([](Raw& r) {
+              r.tensor("t", {4, 0}, kF32, 0);
+            })),
             "GGUF tensor 't': dimension 1 is 0 (expected 1 to 2^63-1)");
-  EXPECT_NE(parse_error(one_tensor([](Raw& r) { r.tensor("t", {1ull << 40, 1ull << 40}, kF32, 0); }))
-                .find("element count (product of the dimensions) overflows"),
+  EXPECT_NE(parse_error(one_tensor([](Raw& r) {
+              r.tensor("t", {1ull << 40, 1ull << 40}, kF32, 0);
+            })).find("element count (product of the dimensions) overflows"),
             std::string::npos);
   EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("t", {4}, 99, 0); })),
-            "GGUF tensor 't': ggml type 99 is unknown (expected one of f32=0, f16=1, q4_0=2, q4_1=3, q8_0=8, bf16=30)");
+            "GGUF tensor 't': ggml type 99 is unknown (expected one of f32=0, f16=1, q4_0=2, q4_1=3, q8_0=8, "
+            "bf16=30)");
   EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("t", {33}, kQ8_0, 0); })),
             "GGUF tensor 't': dimension 0 (33) is not a multiple of the q8_0 block size 32");
   EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("", {4}, kF32, 0); })),
             "GGUF tensor #0: name is empty (expected 1 to 64 bytes)");
-  EXPECT_NE(parse_error(one_tensor([](Raw& r) { r.tensor(std::string(65, 'n'), {4}, kF32, 0); }))
-                .find("name length 65 exceeds the GGUF limit of 64 bytes"),
+  EXPECT_NE(parse_error(one_tensor([](Raw& r) {
+              r.tensor(std::string(65, 'n'), {4}, kF32, 0);
+            })).find("name length 65 exceeds the GGUF limit of 64 bytes"),
             std::string::npos);
   EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.u64(1000); })),
             "GGUF tensor #0: name length 1000 exceeds the 64 bytes left in the file");
@@ -652,19 +689,27 @@ TEST(GgufParseErrors, TensorData) {
   // 4 f32 = 16 bytes at offset 64 in a 64-byte data section.
   EXPECT_EQ(parse_error(one_tensor([](Raw& r) { r.tensor("t", {4}, kF32, 64); })),
             "GGUF tensor 't': data at offset 64 with 16 bytes ends past the data section's 64 bytes");
-  EXPECT_NE(parse_error(one_tensor([](Raw& r) { r.tensor("t", {4}, kF32, 0xffffffffffffffe0ull); }))
-                .find("ends past the data section"),
+  EXPECT_NE(parse_error(one_tensor([](Raw& r) {
+              r.tensor("t", {4}, kF32, 0xffffffffffffffe0ull);
+            })).find("ends past the data section"),
             std::string::npos);
-  EXPECT_NE(parse_error(one_tensor([](Raw& r) { r.tensor("t", {1ull << 61}, kF32, 0); }))
-                .find("ends past the data section"),
+  EXPECT_NE(parse_error(one_tensor([](Raw& r) {
+              r.tensor("t", {1ull << 61}, kF32, 0);
+            })).find("ends past the data section"),
             std::string::npos);
   // Nothing after the directory at all.
-  EXPECT_NE(parse_error(Raw().header(1, 0).tensor("t", {4}, kF32, 0).bytes()).find("GGUF data section: starts at byte"),
+  EXPECT_NE(parse_error(Raw().header(1, 0).tensor("t", {4}, kF32, 0).bytes())
+                .find("GGUF data section: starts at byte"),
             std::string::npos);
 
   auto two = [](uint64_t first_offset, uint64_t second_offset) {
-    return Raw().header(2, 0).tensor("a", {16}, kF32, first_offset).tensor("b", {16}, kF32, second_offset)
-        .align().zeros(128).bytes();
+    return Raw()
+        .header(2, 0)
+        .tensor("a", {16}, kF32, first_offset)
+        .tensor("b", {16}, kF32, second_offset)
+        .align()
+        .zeros(128)
+        .bytes();
   };
   EXPECT_EQ(parse_error(two(0, 32)), "GGUF tensor 'b': data [32, 96) overlaps tensor 'a' [0, 64)");
   EXPECT_EQ(parse_error(two(32, 0)), "GGUF tensor 'a': data [32, 96) overlaps tensor 'b' [0, 64)");
@@ -675,9 +720,10 @@ TEST(GgufParseErrors, TensorData) {
   EXPECT_EQ(disjoint->tensor_data(*disjoint->find_tensor("a")).data(),
             disjoint->tensor_data(*disjoint->find_tensor("b")).data() + 64);
 
-  EXPECT_EQ(parse_error(Raw().header(2, 0).tensor("t", {4}, kF32, 0).tensor("t", {4}, kF32, 32)
-                            .align().zeros(64).bytes()),
-            "GGUF tensor 't': duplicate name (first defined as tensor #0)");
+  EXPECT_EQ(
+      parse_error(
+          Raw().header(2, 0).tensor("t", {4}, kF32, 0).tensor("t", {4}, kF32, 32).align().zeros(64).bytes()),
+      "GGUF tensor 't': duplicate name (first defined as tensor #0)");
 }
 
 TEST(GgufParseErrors, ForeignTensorGetsEmptyView) {

@@ -35,11 +35,13 @@ bool is_bf16_nan(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u && (bits & 
 std::vector<float> sampled_floats() {
   std::vector<float> out;
   // 4093 is prime, so the stride visits every residue class of the low mantissa bits.
-  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 4093) out.push_back(float_of(static_cast<uint32_t>(bits)));
-  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
-                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::infinity(),
-                  -std::numeric_limits<float>::infinity(), 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e-8f,
-                  2.9802322e-8f /* 2^-25 */, 5.9604645e-8f /* 2^-24 */, 6.097555e-5f /* largest f16 subnormal */}) {
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 4093)
+    out.push_back(float_of(static_cast<uint32_t>(bits)));
+  for (float v :
+       {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
+        std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity(), 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e-8f,
+        2.9802322e-8f /* 2^-25 */, 5.9604645e-8f /* 2^-24 */, 6.097555e-5f /* largest f16 subnormal */}) {
     out.push_back(v);
     out.push_back(-v);
   }
@@ -65,7 +67,8 @@ void expect_f32_to_f16_matches(float value) {
   const uint16_t oracle = oracle_f32_to_f16(value);
   if (is_f16_nan(oracle)) {
     EXPECT_TRUE(is_f16_nan(ours)) << std::hex << "input 0x" << bits_of(value) << " gave 0x" << ours;
-    EXPECT_EQ(ours & 0x8000u, (bits_of(value) >> 16) & 0x8000u) << "NaN sign, input 0x" << std::hex << bits_of(value);
+    EXPECT_EQ(ours & 0x8000u, (bits_of(value) >> 16) & 0x8000u)
+        << "NaN sign, input 0x" << std::hex << bits_of(value);
   } else {
     EXPECT_EQ(ours, oracle) << std::hex << "input 0x" << bits_of(value) << " (" << value << ")";
   }
@@ -119,9 +122,9 @@ TEST(HalfF16, FromF32HalfwayCasesMatchCompiler) {
   for (uint32_t nan : {0x7f800001u, 0x7f801fffu, 0x7fc00000u, 0x7fffffffu, 0xff800001u, 0xffc00000u}) {
     EXPECT_TRUE(is_f16_nan(f32_to_f16(float_of(nan)))) << std::hex << nan;
   }
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00u);                 // the tie above 65504 rounds to inf
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00u);  // the tie above 65504 rounds to inf
   EXPECT_EQ(f32_to_f16(std::nextafter(65520.0f, 0.0f)), 0x7bffu);
-  EXPECT_EQ(f32_to_f16(2.9802322e-8f), 0x0000u);            // 2^-25: tie between 0 and 2^-24, to 0
+  EXPECT_EQ(f32_to_f16(2.9802322e-8f), 0x0000u);  // 2^-25: tie between 0 and 2^-24, to 0
   EXPECT_EQ(f32_to_f16(std::nextafter(2.9802322e-8f, 1.0f)), 0x0001u);
   EXPECT_EQ(f32_to_f16(-0.0f), 0x8000u);
 #endif
@@ -168,8 +171,8 @@ TEST(HalfBf16, FromF32HalfwayCasesMatchReference) {
       expect_f32_to_bf16_matches(float_of(base | low));
     }
   }
-  EXPECT_EQ(f32_to_bf16(float_of(0x3f808000u)), 0x3f80u);  // tie, even stays
-  EXPECT_EQ(f32_to_bf16(float_of(0x3f818000u)), 0x3f82u);  // tie, odd rounds up
+  EXPECT_EQ(f32_to_bf16(float_of(0x3f808000u)), 0x3f80u);              // tie, even stays
+  EXPECT_EQ(f32_to_bf16(float_of(0x3f818000u)), 0x3f82u);              // tie, odd rounds up
   EXPECT_EQ(f32_to_bf16(std::numeric_limits<float>::max()), 0x7f80u);  // overflows to inf
   EXPECT_EQ(f32_to_bf16(float_of(0x7f7f7fffu)), 0x7f7fu);
   EXPECT_TRUE(is_bf16_nan(f32_to_bf16(float_of(0x7f800001u))));  // would truncate to inf

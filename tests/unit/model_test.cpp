@@ -264,8 +264,9 @@ TEST_F(ModelLoad, EveryTruncationIsAnErrorNotACrash) {
   std::ifstream in(path, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string cut_path = dir_.file("cut.gguf");
-  // Every cut inside the header region, then coarse steps through the data.
-  for (size_t cut = 0; cut < bytes.size(); cut += (cut < 4096 ? 1 : 997)) {
+  // Every cut in the first 512 bytes, then finer-than-a-field steps through the header, then
+  // coarse steps through the data.
+  for (size_t cut = 0; cut < bytes.size(); cut += (cut < 512 ? 1 : cut < 8192 ? 17 : 4099)) {
     std::ofstream(cut_path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(cut));
     auto model = Model::open(cut_path);
     ASSERT_FALSE(model.ok()) << "cut at " << cut;
