@@ -10,6 +10,7 @@ Fault injection (--fail-mode), applied to files matching --fault-files (a glob, 
   truncate-once  the first GET of each file sends the full Content-Length, then half of the
                  body, then closes the connection
   corrupt        serves the bytes with one byte flipped, with the real file's ETag and size
+  truncate-always  like truncate-once, on every GET (a transfer that never completes)
   no-range       ignores Range headers: always 200 with the whole body
 
 --lfs-redirect makes matching *.safetensors files behave like the Hub's LFS files: the
@@ -171,7 +172,9 @@ def make_handler(state):
             if faulty and state.fail_mode == "corrupt" and body:
                 middle = (size // 2 - start) if start <= size // 2 < end else 0
                 body = body[:middle] + bytes([body[middle] ^ 0x5A]) + body[middle + 1:]
-            if faulty and state.fail_mode == "truncate-once" and state.count_get(key) == 1:
+            truncate = state.fail_mode == "truncate-always" or (
+                state.fail_mode == "truncate-once" and state.count_get(key) == 1)
+            if faulty and truncate and len(body) > 1:
                 self.wfile.write(body[: len(body) // 2])
                 self.wfile.flush()
                 self.close_connection = True
@@ -188,7 +191,8 @@ def main():
     parser.add_argument("--root", required=True, help="folder holding <owner>/<name>/<revision>/<file>")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    parser.add_argument("--fail-mode", default="none", choices=["none", "truncate-once", "corrupt", "no-range"])
+    parser.add_argument("--fail-mode", default="none",
+                        choices=["none", "truncate-once", "truncate-always", "corrupt", "no-range"])
     parser.add_argument("--fault-files", default="*", help="glob of file names the fault applies to")
     parser.add_argument("--lfs-redirect", action="store_true", help="redirect *.safetensors like Hub LFS files")
     parser.add_argument("--require-token", default=None, help="answer 401 without this bearer token")

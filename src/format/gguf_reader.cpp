@@ -255,9 +255,10 @@ Expected<GgufTensorInfo> read_tensor_info(Cursor& cursor, uint64_t index, uint32
                       std::to_string(traits->block_elements));
   }
   const auto size = ggml_tensor_bytes(info.type, elements);
-  if (!size)
+  if (!size) {
     return make_error(context + ": the byte size of " + std::to_string(elements) +
                       " elements overflows 64 bits");
+  }
   info.size_bytes = *size;
 
   auto offset = cursor.read<uint64_t>("offset");

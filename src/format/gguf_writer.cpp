@@ -129,8 +129,9 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
   std::set<std::string_view> keys;
   for (const GgufMetadataEntry& entry : metadata_) {
     const std::string context = "GGUF writer: metadata '" + entry.key + "'";
-    if (entry.key.empty())
+    if (entry.key.empty()) {
       return make_error("GGUF writer: metadata key #" + std::to_string(entries.size()) + " is empty");
+    }
     if (!keys.insert(entry.key).second) return make_error(context + ": duplicate key");
     if (entry.key == GgufFile::kAlignmentKey && entry.value.type() != GgufValueType::UINT32) {
       return make_error(context + ": type " + std::string(gguf_value_type_name(entry.value.type())) +

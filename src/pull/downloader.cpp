@@ -425,13 +425,19 @@ HttpDownloader::Attempt HttpDownloader::attempt_once(const DownloadRequest& requ
                                                      const ProgressCallback& progress) {
   using Kind = Attempt::Kind;
   Attempt outcome;
+  const auto stop = [&outcome](Kind kind, std::string message, bool remove_part = false) {
+    outcome.kind = kind;
+    outcome.message = std::move(message);
+    outcome.remove_part = remove_part;
+    return outcome;
+  };
   Transfer transfer;
   transfer.request = &request;
   transfer.part_path = part_path;
   transfer.progress = &progress;
   if (file_exists(part_path)) {
     auto size = file_size(part_path);
-    if (!size.ok()) return {Kind::Fatal, size.message()};
+    if (!size.ok()) return stop(Kind::Fatal, size.message());
     transfer.offset = *size;
     // A .part longer than the pinned size cannot become the pinned file.
     if (request.expected_size && transfer.offset > *request.expected_size) {
@@ -441,7 +447,7 @@ HttpDownloader::Attempt HttpDownloader::attempt_once(const DownloadRequest& requ
   }
   if (transfer.offset > 0) {
     auto hasher = hash_prefix(part_path, transfer.offset);
-    if (!hasher.ok()) return {Kind::Fatal, hasher.message()};
+    if (!hasher.ok()) return stop(Kind::Fatal, hasher.message());
     transfer.prefix_hasher = std::move(hasher).value();
   }
 
@@ -459,34 +465,34 @@ HttpDownloader::Attempt HttpDownloader::attempt_once(const DownloadRequest& requ
   outcome.transferred = transfer.received;
 
   if (transfer.abort == Transfer::Abort::Fatal) {
-    return {Kind::Fatal, transfer.abort_message, /*remove_part=*/true};
+    return stop(Kind::Fatal, transfer.abort_message, /*remove_part=*/true);
   }
   if (transfer.abort == Transfer::Abort::Restart) {
     std::remove(part_path.c_str());
-    return {Kind::Retry, transfer.abort_message};
+    return stop(Kind::Retry, transfer.abort_message);
   }
-  if (!closed.ok()) return {Kind::Fatal, closed.message()};
+  if (!closed.ok()) return stop(Kind::Fatal, closed.message());
   const std::string got = std::to_string(transfer.on_disk) + " of " +
                           (transfer.total ? std::to_string(*transfer.total) : std::string("?")) + " bytes";
   if (code != CURLE_OK) {
     const std::string message = code == CURLE_PARTIAL_FILE
                                     ? "connection closed after " + got
                                     : std::string(curl_easy_strerror(code)) + " (after " + got + ")";
-    return {is_transient(code) ? Kind::Retry : Kind::Fatal, message};
+    return stop(is_transient(code) ? Kind::Retry : Kind::Fatal, message);
   }
   long status = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  if (status == 404) return {Kind::NotFound, "HTTP 404 for " + request.url};
+  if (status == 404) return stop(Kind::NotFound, "HTTP 404 for " + request.url);
   if (status == 416) {
     // The .part is at least as long as the file: it cannot be trusted to be this file.
     std::remove(part_path.c_str());
-    return {Kind::Retry, "the server refused to resume at byte " + std::to_string(transfer.offset) + "; starting over"};
+    return stop(Kind::Retry, "the server refused to resume at byte " + std::to_string(transfer.offset) + "; starting over");
   }
   if (status != 200 && status != 206) {
     const std::string message = http_status_message(status, request.url, transfer.error_body, headers_ != nullptr);
-    return {is_transient_status(status) ? Kind::Retry : Kind::Fatal, message};
+    return stop(is_transient_status(status) ? Kind::Retry : Kind::Fatal, message);
   }
-  if (transfer.total && transfer.on_disk < *transfer.total) return {Kind::Retry, "transfer truncated at " + got};
+  if (transfer.total && transfer.on_disk < *transfer.total) return stop(Kind::Retry, "transfer truncated at " + got);
   outcome.kind = Kind::Complete;
   outcome.size = transfer.on_disk;
   outcome.sha256 = transfer.hasher->finish_hex();

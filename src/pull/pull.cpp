@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -10,8 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
+#include <type_traits>
 
 #include "core/files.h"
+#include "model/model_config.h"
 #include "model/registry.h"
 
 namespace kipp {
@@ -147,6 +150,38 @@ Expected<std::vector<std::string>> shards_from_index(const std::string& path) {
   return std::vector<std::string>(shards.begin(), shards.end());
 }
 
+std::string describe_differences(const ModelConfig& found, const ModelConfig& pinned) {
+  std::string out;
+  const auto text = [](auto value) {
+    if constexpr (std::is_floating_point_v<decltype(value)>) {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%g", value);
+      return std::string(buffer);
+    } else {
+      return std::to_string(value);
+    }
+  };
+  const auto field = [&out, &text](const char* name, auto found_value, auto pinned_value) {
+    if (found_value == pinned_value) return;
+    if (!out.empty()) out += ", ";
+    out += std::string(name) + " " + text(found_value) + " (expected " + text(pinned_value) + ")";
+  };
+  field("hidden_size", found.hidden_size, pinned.hidden_size);
+  field("num_hidden_layers", found.num_layers, pinned.num_layers);
+  field("num_attention_heads", found.num_heads, pinned.num_heads);
+  field("num_key_value_heads", found.num_kv_heads, pinned.num_kv_heads);
+  field("head_dim", found.head_dim, pinned.head_dim);
+  field("intermediate_size", found.ffn_size, pinned.ffn_size);
+  field("vocab_size", found.vocab_size, pinned.vocab_size);
+  field("max_position_embeddings", found.context_length, pinned.context_length);
+  field("rope_theta", found.rope_theta, pinned.rope_theta);
+  field("rms_norm_eps", found.rms_norm_eps, pinned.rms_norm_eps);
+  field("tie_word_embeddings", int{found.tie_embeddings}, int{pinned.tie_embeddings});
+  field("bos_token_id", found.bos_token_id, pinned.bos_token_id);
+  field("eos_token_id", found.eos_token_id, pinned.eos_token_id);
+  return out;
+}
+
 class Puller {
  public:
   Puller(const PullOptions& options, Target target, std::string dir, std::string base_url)
@@ -172,6 +207,7 @@ class Puller {
                             (target_.entry != nullptr && target_.entry->find_file(name) != nullptr);
       KIPP_RETURN_IF_ERROR(fetch(name, required));
     }
+    if (target_.entry != nullptr) KIPP_RETURN_IF_ERROR(check_registry_config());
     KIPP_RETURN_IF_ERROR(fetch_weights());
     KIPP_RETURN_IF_ERROR(write_manifest());
     if (options_.convert) KIPP_RETURN_IF_ERROR(convert());
@@ -261,6 +297,20 @@ class Puller {
     log(request.name + ": already present, SHA-256 verified against " + source);
     report_.files.push_back({request.name, found_size, found_sha, false, source});
     return true;
+  }
+
+  // The converter checks this too; checking before the weights saves fetching gigabytes of a
+  // checkpoint that cannot get the registry stamp.
+  Status check_registry_config() const {
+    const std::string path = join_path(dir_, "config.json");
+    KIPP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+    auto config = parse_hf_config(text);
+    if (!config.ok()) return make_error(path + ": " + config.message());
+    const std::string differences = describe_differences(*config, target_.entry->config);
+    if (!differences.empty()) {
+      return make_error("config.json does not match the " + registry_source() + ": " + differences);
+    }
+    return ok_status();
   }
 
   Status fetch_weights() {
