@@ -76,6 +76,9 @@ class HubState:
 def make_handler(state):
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in separate writes; with Nagle on, each response would wait
+        # for the client's delayed ACK (~40 ms).
+        disable_nagle_algorithm = True
 
         def log_message(self, fmt, *args):
             if not state.quiet:
