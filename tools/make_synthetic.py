@@ -55,7 +55,7 @@ FETCH_TOKENIZER = TOOLS_DIR / "fetch_qwen_tokenizer.sh"
 # * gate/up are wider than 0.02 so that the MLP of the current token is a large part
 #   of the residual stream (with every matrix at 0.02 the attention average dominates,
 #   the logits hardly depend on the last token, and greedy output repeats one token);
-# * embedding rows carry a log-normal norm factor exp(EMBED_ROW_TAU * N(0, 1)), so the
+# * embedding rows carry a log-normal norm factor ~exp(EMBED_ROW_TAU * N(0, 1)), so the
 #   logits are heavy-tailed as in real models (whose embedding norms vary) and the
 #   top-1 is usually clear;
 # * the final norm's gain is wide (mean 1, std 4): it scales the logits to a realistic
@@ -265,9 +265,18 @@ def tensor_rng(seed, name):
 
 
 def row_scales(name, rows, seed):
-    """Per-row factors of an embedding-like tensor ([rows] float32), or None."""
+    """Per-row factors ([rows] float32) of the embedding (and of an untied lm_head).
+
+    exp(EMBED_ROW_TAU * z) is computed as (1 + EMBED_ROW_TAU * z / 16) ** 16 with
+    four float64 squarings: only correctly rounded IEEE operations, so the factors
+    do not depend on the CPU's SIMD exp (numpy picks different exp kernels on
+    AVX2 and AVX-512 machines, which would change some BF16 weights).
+    """
     rng = tensor_rng(seed, name + "#row_scale")
-    f = np.exp(np.float32(EMBED_ROW_TAU) * rng.standard_normal(rows, dtype=np.float32))
+    f = np.maximum(1.0 + (EMBED_ROW_TAU / 16.0) * rng.standard_normal(rows), 0.0)
+    for _ in range(4):
+        f = f * f
+    f = f.astype(np.float32)
     if rows > UNUSED_ROWS_FROM:
         f[UNUSED_ROWS_FROM:] *= np.float32(UNUSED_ROW_SCALE)
     return f

@@ -142,7 +142,8 @@ class GgufFile {
 // Writes a GGUF v3 file in two phases so tensors can be streamed one at a time:
 // declare metadata and tensors, begin() writes the header and directory, then
 // write_tensor() is called once per tensor in declaration order, then finish().
-// The file appears at `path` only after a successful finish() (atomic rename).
+// The file appears at `path` only after a successful finish() (atomic rename). Gaps between
+// tensors and the end of the file are zero-padded to the alignment.
 class GgufWriter {
  public:
   // Metadata keeps insertion order; `general.alignment` is appended as a u32 when the

@@ -475,9 +475,12 @@ HttpDownloader::Attempt HttpDownloader::attempt_once(const DownloadRequest& requ
   const std::string got = std::to_string(transfer.on_disk) + " of " +
                           (transfer.total ? std::to_string(*transfer.total) : std::string("?")) + " bytes";
   if (code != CURLE_OK) {
-    const std::string message = code == CURLE_PARTIAL_FILE
-                                    ? "connection closed after " + got
-                                    : std::string(curl_easy_strerror(code)) + " (after " + got + ")";
+    std::string message = std::string(curl_easy_strerror(code)) + " (" + request.url + ")";
+    if (code == CURLE_PARTIAL_FILE) {
+      message = "connection closed after " + got;
+    } else if (transfer.body_started) {
+      message += " after " + got;
+    }
     return stop(is_transient(code) ? Kind::Retry : Kind::Fatal, message);
   }
   long status = 0;
@@ -556,9 +559,10 @@ Expected<DownloadResult> HttpDownloader::download(const DownloadRequest& request
     if (progress) progress(DownloadProgress{request.name, result.size, result.size, 0, true});
     return result;
   }
-  return make_error(request.name + ": download did not complete after " + std::to_string(attempts) +
-                    " attempts (last: " + last_error + "); the partial file " + part_path +
-                    " is kept and the next pull resumes it");
+  std::string message = request.name + ": download did not complete after " + std::to_string(attempts) +
+                        " attempts (last: " + last_error + ")";
+  if (file_exists(part_path)) message += "; " + part_path + " is kept and the next pull resumes it";
+  return make_error(message);
 }
 
 }  // namespace kipp

@@ -8,6 +8,7 @@ namespace {
 constexpr auto kRedrawInterval = std::chrono::milliseconds(100);
 // Without a known total a log still gets a sign of life this often.
 constexpr uint64_t kLogEveryBytes = 256ull << 20;
+constexpr uint64_t kLogMinimumBytes = 16ull << 20;
 
 }  // namespace
 
@@ -83,6 +84,8 @@ void ProgressPrinter::update(const DownloadProgress& progress) {
     std::fflush(stream_);
     return;
   }
+  // In a log, small files get only the caller's one-line summary.
+  if (progress.total && *progress.total < kLogMinimumBytes) return;
   bool due = progress.finished;
   if (progress.total && *progress.total > 0) {
     const int decile = static_cast<int>(10 * progress.done / *progress.total);

@@ -543,10 +543,12 @@ TEST(PullHelpers, ProgressInALogIsALineEveryTenPercent) {
   ASSERT_NE(stream, nullptr);
   {
     kipp::ProgressPrinter printer(stream, /*interactive=*/false);
-    for (uint64_t done = 0; done <= 1000; done += 7) {
-      printer.update({"model.safetensors", done, uint64_t{1000}, 0, false});
+    printer.update({"config.json", 100, uint64_t{100}, 0, true});  // small: no progress lines
+    const uint64_t total = 100'000'000;
+    for (uint64_t done = 0; done <= total; done += total / 143) {
+      printer.update({"model.safetensors", done, total, 0, false});
     }
-    printer.update({"model.safetensors", 1000, uint64_t{1000}, 0, true});
+    printer.update({"model.safetensors", total, total, 0, true});
   }
   std::rewind(stream);
   std::string text;
@@ -556,7 +558,8 @@ TEST(PullHelpers, ProgressInALogIsALineEveryTenPercent) {
   const auto lines = std::count(text.begin(), text.end(), '\n');
   EXPECT_GE(lines, 10) << text;
   EXPECT_LE(lines, 12) << text;
-  EXPECT_TRUE(contains(text, "model.safetensors  1.0 kB / 1.0 kB  100%")) << text;
+  EXPECT_TRUE(contains(text, "model.safetensors  100.0 MB / 100.0 MB  100%")) << text;
+  EXPECT_FALSE(contains(text, "config.json")) << text;
   EXPECT_TRUE(contains(text, "verified")) << text;
 }
 

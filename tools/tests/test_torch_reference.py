@@ -92,7 +92,7 @@ def naive_rope(v, pos, theta):
 def naive_forward(model_dir, ids, round_kv=False):
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
     W = naive_read(model_dir)
-    H, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    L = cfg["num_hidden_layers"]
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
     n = len(ids)
