@@ -44,14 +44,15 @@ void register_pull(CLI::App& app, Action& action) {
   auto quant = std::make_shared<std::string>("bf16");
   auto no_convert = std::make_shared<bool>(false);
   command->add_option("ID", options->id, "Registry checkpoint, e.g. Qwen/Qwen3-0.6B or Qwen3-0.6B");
-  auto* repo = command->add_option("--repo", options->repository,
+  command->add_option("--repo", options->repository,
                                    "Pull this OWNER/NAME instead of a registry ID: verified against the server only, "
                                    "converted with local provenance");
-  command->add_option("--revision", options->revision, "Commit, tag or branch to pull with --repo")->needs(repo);
+  command->add_option("--revision", options->revision, "Commit, tag or branch to pull with --repo");
   command->add_option("--dir", options->dir,
                       "Folder for the downloaded files (default: $KIPP_MODELS_DIR or ~/.cache/kipp/models, then "
                       "OWNER--NAME@REV12)");
-  command->add_option("-o,--output", options->output_path, "GGUF file to write (default: DIR/<name>.gguf)");
+  command->add_option("-o,--output", options->output_path,
+                      "GGUF file to write (default: DIR/<name>.gguf, DIR/<name>-<quant>.gguf when quantized)");
   command->add_option("--quant", *quant, "Weight format of the seven per-layer projections")
       ->check(CLI::IsMember({"bf16", "q8_0", "affine4"}))
       ->capture_default_str();

@@ -449,6 +449,14 @@ HttpDownloader::Attempt HttpDownloader::attempt_once(const DownloadRequest& requ
     auto hasher = hash_prefix(part_path, transfer.offset);
     if (!hasher.ok()) return stop(Kind::Fatal, hasher.message());
     transfer.prefix_hasher = std::move(hasher).value();
+    // A .part of exactly the pinned size (e.g. a run stopped just before the rename) needs no
+    // request: the pinned SHA-256 decides.
+    if (request.expected_size && request.expected_sha256 && transfer.offset == *request.expected_size) {
+      outcome.kind = Kind::Complete;
+      outcome.size = transfer.offset;
+      outcome.sha256 = transfer.prefix_hasher->finish_hex();
+      return outcome;
+    }
   }
 
   prepare(request.url);
@@ -489,7 +497,8 @@ HttpDownloader::Attempt HttpDownloader::attempt_once(const DownloadRequest& requ
   if (status == 416) {
     // The .part is at least as long as the file: it cannot be trusted to be this file.
     std::remove(part_path.c_str());
-    return stop(Kind::Retry, "the server refused to resume at byte " + std::to_string(transfer.offset) + "; starting over");
+    return stop(Kind::Retry,
+                "the server refused to resume at byte " + std::to_string(transfer.offset) + "; starting over");
   }
   if (status != 200 && status != 206) {
     const std::string message = http_status_message(status, request.url, transfer.error_body, headers_ != nullptr);

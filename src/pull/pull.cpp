@@ -1,10 +1,16 @@
 #include "pull/pull.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <map>
@@ -140,7 +146,9 @@ Expected<std::vector<std::string>> shards_from_index(const std::string& path) {
   }
   std::set<std::string> shards;
   for (const auto& [tensor, shard] : index["weight_map"].items()) {
-    if (!shard.is_string()) return make_error(path + ": weight_map['" + tensor + "'] is not a file name: " + shard.dump());
+    if (!shard.is_string()) {
+      return make_error(path + ": weight_map['" + tensor + "'] is not a file name: " + shard.dump());
+    }
     const std::string name = shard.get<std::string>();
     auto valid = check_shard_name(name);
     if (!valid.ok()) return make_error(path + ": weight_map['" + tensor + "']: " + valid.message());
@@ -189,8 +197,10 @@ class Puller {
         target_(std::move(target)),
         dir_(std::move(dir)),
         base_url_(std::move(base_url)),
-        downloader_(HttpOptions{options.hf_token, 30, options.stall_timeout_s, options.max_attempts,
-                                options.retry_delay_s}) {
+        downloader_(HttpOptions{.bearer_token = options.hf_token,
+                                .stall_timeout_s = options.stall_timeout_s,
+                                .max_attempts = options.max_attempts,
+                                .retry_delay_s = options.retry_delay_s}) {
     previous_ = read_previous_manifest(join_path(dir_, kPullManifestName), target_);
   }
 
@@ -250,10 +260,10 @@ class Puller {
       log(name + ": not on the server (404), skipped");
       return false;
     }
+    const std::string size_source =
+        result.size_checked_against.empty() ? std::string("nothing") : result.size_checked_against;
     std::string how = result.sha256_checked_against.empty()
-                          ? "size checked against " + (result.size_checked_against.empty() ? std::string("nothing")
-                                                                                           : result.size_checked_against) +
-                                ", no SHA-256 offered to check"
+                          ? "size checked against " + size_source + ", no SHA-256 offered to check"
                           : "SHA-256 verified against " + result.sha256_checked_against;
     if (result.attempts > 1) how += ", " + std::to_string(result.attempts) + " attempts";
     log(name + ": " + std::to_string(result.size) + " bytes, " + how);
@@ -468,8 +478,18 @@ Expected<PullReport> pull_checkpoint(const PullOptions& options) {
   if (error || !fs::is_directory(dir)) {
     return make_error("cannot create " + dir + ": " + (error ? error.message() : std::string("not a directory")));
   }
+  // Two pulls into one folder would append to the same .part files.
+  const std::string lock_path = join_path(dir, ".kipp-pull.lock");
+  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock < 0) return make_error("cannot create " + lock_path + ": " + std::strerror(errno));
+  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock);
+    return make_error("another kipp pull is writing " + dir + " (" + lock_path + " is locked)");
+  }
   Puller puller(options, target, dir, base_url);
-  return puller.run();
+  auto report = puller.run();
+  ::close(lock);  // releases the lock
+  return report;
 }
 
 }  // namespace kipp

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -485,6 +486,17 @@ TEST_F(PullTest, BearerTokenIsSentAndARefusalNamesHfToken) {
   pull.convert = false;
   auto accepted = kipp::pull_checkpoint(pull);
   EXPECT_TRUE(accepted.ok()) << accepted.message();
+}
+
+TEST_F(PullTest, ASecondPullIntoTheSameFolderIsRefusedWhileOneRuns) {
+  fs::create_directories(dest());
+  const int held = ::open((dest() + "/.kipp-pull.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX | LOCK_NB), 0);
+  auto result = kipp::pull_checkpoint(options());
+  ::close(held);
+  ASSERT_FALSE(result.ok());
+  EXPECT_TRUE(contains(result.message(), "another kipp pull is writing")) << result.message();
 }
 
 TEST(PullHelpers, EtagsUrlsNamesAndDirectories) {
