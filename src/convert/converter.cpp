@@ -141,13 +141,26 @@ class TensorStream {
     return ok_status();
   }
 
-  template <typename Sink>
-  Status run(Sink&& sink) {
+  // Calls begin(spec) then part(bytes) one or more times per tensor, in file order. Tensors
+  // stored unchanged go out in pieces straight from the mapping, whose pages are dropped as
+  // soon as they are consumed, so RSS stays near one piece rather than the largest tensor.
+  template <typename Begin, typename Part>
+  Status run(Begin&& begin, Part&& part) {
+    constexpr size_t kPiece = size_t{32} << 20;
     for (const auto& spec : specs_) {
       const SafetensorsTensor* source = checkpoint_.find(spec.hf_name);
       const std::span<const uint8_t> bytes = checkpoint_.data(spec.hf_name);
-      KIPP_RETURN_IF_ERROR(sink(spec, encode(spec, *source, bytes)));
-      drop_mapped_pages(bytes);
+      KIPP_RETURN_IF_ERROR(begin(spec));
+      if (spec.type == GgmlType::BF16 && source->dtype == SafetensorsDtype::BF16) {
+        for (size_t offset = 0; offset < bytes.size(); offset += kPiece) {
+          const auto piece = bytes.subspan(offset, std::min(kPiece, bytes.size() - offset));
+          KIPP_RETURN_IF_ERROR(part(piece));
+          drop_mapped_pages(piece);
+        }
+      } else {
+        KIPP_RETURN_IF_ERROR(part(encode(spec, *source, bytes)));
+        drop_mapped_pages(bytes);
+      }
     }
     return ok_status();
   }
@@ -155,7 +168,6 @@ class TensorStream {
  private:
   std::span<const uint8_t> encode(const TensorSpec& spec, const SafetensorsTensor& source,
                                   std::span<const uint8_t> bytes) {
-    if (spec.type == GgmlType::BF16 && source.dtype == SafetensorsDtype::BF16) return bytes;
     to_f32(source, bytes, floats_);
     const size_t count = floats_.size();
     switch (spec.type) {
@@ -190,6 +202,20 @@ class TensorStream {
   std::vector<BlockAffine4> q4_;
 };
 
+// memcmp in pieces, dropping the mapped pages behind it (the two can be 2 x 311 MB).
+bool same_bytes_bounded_memory(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) return false;
+  constexpr size_t kPiece = size_t{16} << 20;
+  for (size_t offset = 0; offset < a.size(); offset += kPiece) {
+    const size_t length = std::min(kPiece, a.size() - offset);
+    const bool equal = std::memcmp(a.data() + offset, b.data() + offset, length) == 0;
+    drop_mapped_pages(a.subspan(offset, length));
+    drop_mapped_pages(b.subspan(offset, length));
+    if (!equal) return false;
+  }
+  return true;
+}
+
 // Decides what to do with tensors the spec table does not list.
 Expected<std::string> check_extra_tensors(const SafetensorsCheckpoint& checkpoint, const std::vector<TensorSpec>& specs,
                                           const ModelConfig& config, bool& dropped_lm_head) {
@@ -204,7 +230,7 @@ Expected<std::string> check_extra_tensors(const SafetensorsCheckpoint& checkpoin
       // transformers ties it to the embedding anyway, so the embedding is what the model uses.
       const auto head = checkpoint.data(name);
       const auto embedding = checkpoint.data("model.embed_tokens.weight");
-      const bool identical = head.size() == embedding.size() && std::memcmp(head.data(), embedding.data(), head.size()) == 0;
+      const bool identical = same_bytes_bounded_memory(head, embedding);
       dropped_lm_head = true;
       notes = identical ? "lm_head.weight equals the embedding (tie_word_embeddings=true): dropped"
                         : "lm_head.weight DIFFERS from the embedding but tie_word_embeddings=true: dropped, as "
@@ -285,10 +311,15 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   // Pass 1 hashes the converted tensors (the hash goes into the header, which precedes them).
   report(options, "hashing converted tensors");
   ContentHasher hasher;
-  KIPP_RETURN_IF_ERROR(stream.run([&](const TensorSpec& spec, std::span<const uint8_t> bytes) {
-    hasher.add_tensor(spec.gguf_name, spec.type, spec.dims, bytes);
-    return ok_status();
-  }));
+  KIPP_RETURN_IF_ERROR(stream.run(
+      [&](const TensorSpec& spec) {
+        hasher.begin_tensor(spec.gguf_name, spec.type, spec.dims);
+        return ok_status();
+      },
+      [&](std::span<const uint8_t> bytes) {
+        hasher.add_data(bytes);
+        return ok_status();
+      }));
   provenance.content_hash = hasher.finish_hex();
 
   GgufWriter writer;
@@ -300,14 +331,17 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   add_provenance_metadata(writer, provenance);
   for (const auto& spec : specs) writer.add_tensor(spec.gguf_name, spec.dims, spec.type);
   KIPP_RETURN_IF_ERROR(writer.begin(options.output_path));
-  size_t written = 0;
-  KIPP_RETURN_IF_ERROR(stream.run([&](const TensorSpec& spec, std::span<const uint8_t> bytes) {
-    ++written;
-    if (written % 16 == 0 || written == specs.size()) {
-      report(options, "writing tensor " + std::to_string(written) + "/" + std::to_string(specs.size()));
-    }
-    return writer.write_tensor(spec.gguf_name, bytes);
-  }));
+  size_t started = 0;
+  const TensorSpec* current = nullptr;
+  KIPP_RETURN_IF_ERROR(stream.run(
+      [&](const TensorSpec& spec) {
+        current = &spec;
+        if (++started % 16 == 0 || started == specs.size()) {
+          report(options, "writing tensor " + std::to_string(started) + "/" + std::to_string(specs.size()));
+        }
+        return ok_status();
+      },
+      [&](std::span<const uint8_t> bytes) { return writer.write_tensor_part(current->gguf_name, bytes); }));
   KIPP_RETURN_IF_ERROR(writer.finish());
 
   report_out.config = config;

@@ -158,6 +158,9 @@ class GgufWriter {
 
   Status begin(const std::string& path);
   Status write_tensor(std::string_view name, std::span<const uint8_t> data);
+  // The same tensor in consecutive pieces (bounded memory for large tensors): the pieces of
+  // one tensor must add up to its size before the next tensor starts.
+  Status write_tensor_part(std::string_view name, std::span<const uint8_t> part);
   Status finish();
 
   // One call for files whose tensors are all in memory (tests, small tools).
@@ -178,6 +181,7 @@ class GgufWriter {
   std::vector<GgufTensorInfo> tensors_;
   std::optional<AtomicFile> file_;
   size_t next_tensor_ = 0;
+  uint64_t next_tensor_written_ = 0;  // bytes of tensors_[next_tensor_] written so far
   uint64_t data_start_ = 0;
 };
 

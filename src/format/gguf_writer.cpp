@@ -236,16 +236,40 @@ Status GgufWriter::begin(const std::string& path) {
   KIPP_RETURN_IF_ERROR(file.write(head));
   file_.emplace(std::move(file));
   next_tensor_ = 0;
+  next_tensor_written_ = 0;
   return ok_status();
 }
 
 Status GgufWriter::write_tensor(std::string_view name, std::span<const uint8_t> data) {
   if (!file_) return make_error("GGUF writer: write_tensor('" + std::string(name) + "') before begin()");
+  if (next_tensor_written_ != 0) {
+    return make_error("GGUF writer: write_tensor('" + std::string(name) + "') while tensor '" +
+                      tensors_[next_tensor_].name + "' is partly written");
+  }
   KIPP_RETURN_IF_ERROR(check_tensor_data(next_tensor_, name, data.size()));
-  const uint64_t start = data_start_ + tensors_[next_tensor_].offset;
-  KIPP_RETURN_IF_ERROR(file_->write_zeros(start - file_->bytes_written()));
-  KIPP_RETURN_IF_ERROR(file_->write(data));
-  ++next_tensor_;
+  return write_tensor_part(name, data);
+}
+
+Status GgufWriter::write_tensor_part(std::string_view name, std::span<const uint8_t> part) {
+  if (!file_) return make_error("GGUF writer: write_tensor_part('" + std::string(name) + "') before begin()");
+  if (next_tensor_ >= tensors_.size() || name != tensors_[next_tensor_].name) {
+    return check_tensor_data(next_tensor_, name, 0);  // names the out-of-order or extra tensor
+  }
+  const GgufTensorInfo& info = tensors_[next_tensor_];
+  if (part.size() > info.size_bytes - next_tensor_written_) {
+    return make_error("GGUF writer: tensor '" + info.name + "': pieces exceed its " +
+                      std::to_string(info.size_bytes) + " bytes");
+  }
+  if (next_tensor_written_ == 0) {
+    const uint64_t start = data_start_ + info.offset;
+    KIPP_RETURN_IF_ERROR(file_->write_zeros(start - file_->bytes_written()));
+  }
+  KIPP_RETURN_IF_ERROR(file_->write(part));
+  next_tensor_written_ += part.size();
+  if (next_tensor_written_ == info.size_bytes) {
+    ++next_tensor_;
+    next_tensor_written_ = 0;
+  }
   return ok_status();
 }
 

@@ -14,6 +14,11 @@ ContentHasher::~ContentHasher() { XXH3_freeState(static_cast<XXH3_state_t*>(stat
 
 void ContentHasher::add_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& dims,
                                std::span<const uint8_t> data) {
+  begin_tensor(name, type, dims);
+  add_data(data);
+}
+
+void ContentHasher::begin_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& dims) {
   auto* state = static_cast<XXH3_state_t*>(state_);
   const uint64_t name_length = name.size();
   const auto type_id = static_cast<uint32_t>(type);
@@ -23,7 +28,10 @@ void ContentHasher::add_tensor(std::string_view name, GgmlType type, const std::
   XXH3_128bits_update(state, &type_id, sizeof type_id);
   XXH3_128bits_update(state, &dim_count, sizeof dim_count);
   XXH3_128bits_update(state, dims.data(), dims.size() * sizeof(uint64_t));
-  XXH3_128bits_update(state, data.data(), data.size());
+}
+
+void ContentHasher::add_data(std::span<const uint8_t> data) {
+  XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data.data(), data.size());
 }
 
 std::string ContentHasher::finish_hex() {

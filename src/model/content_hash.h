@@ -22,6 +22,9 @@ class ContentHasher {
 
   void add_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& dims,
                   std::span<const uint8_t> data);
+  // add_tensor in pieces: the directory entry, then the data in consecutive parts.
+  void begin_tensor(std::string_view name, GgmlType type, const std::vector<uint64_t>& dims);
+  void add_data(std::span<const uint8_t> data);
   std::string finish_hex();  // "xxh3-128:<32 hex digits>"
 
  private:

@@ -419,6 +419,43 @@ TEST(GgufRoundTrip, FileWritersMatchInMemoryBytes) {
   EXPECT_EQ(read_file_bytes(second), first_bytes);
 }
 
+TEST(GgufRoundTrip, TensorPartsWriteTheSameBytes) {
+  TempDir dir;
+  const auto specs = mixed_tensors();
+  const Built built = build_file(every_value_type(), specs, 32);
+  auto parsed = GgufFile::parse(built.file);
+  ASSERT_TRUE(parsed.ok()) << parsed.message();
+  GgufWriter writer;
+  for (const auto& entry : parsed->metadata()) writer.add_metadata(entry.key, entry.value);
+  for (const auto& info : parsed->tensors()) writer.add_tensor(info.name, info.dims, info.type);
+  const std::string path = dir.file("parts.gguf");
+  ASSERT_TRUE(writer.begin(path).ok());
+  for (const auto& info : parsed->tensors()) {
+    const auto data = parsed->tensor_data(info);
+    // Uneven pieces: 1 byte, then 7, then the rest.
+    for (size_t offset = 0, piece = 1; offset < data.size(); offset += piece, piece = piece == 1 ? 7 : data.size()) {
+      const Status status = writer.write_tensor_part(info.name, data.subspan(offset, std::min(piece, data.size() - offset)));
+      ASSERT_TRUE(status.ok()) << status.message();
+    }
+  }
+  ASSERT_TRUE(writer.finish().ok());
+  EXPECT_EQ(read_file_bytes(path), built.file);
+}
+
+TEST(GgufWriterErrors, TensorPartsMustAddUpInOrder) {
+  TempDir dir;
+  GgufWriter writer;
+  writer.add_tensor("a", {4}, GgmlType::F32);
+  writer.add_tensor("b", {2}, GgmlType::BF16);
+  const Bytes half(8), too_much(9), b(4);
+  ASSERT_TRUE(writer.begin(dir.file("out.gguf")).ok());
+  ASSERT_TRUE(writer.write_tensor_part("a", half).ok());
+  EXPECT_NE(writer.write_tensor_part("b", b).message().find("out of order (expected 'a'"), std::string::npos);
+  EXPECT_NE(writer.write_tensor("a", half).message().find("partly written"), std::string::npos);
+  EXPECT_NE(writer.write_tensor_part("a", too_much).message().find("pieces exceed its 16 bytes"), std::string::npos);
+  EXPECT_NE(writer.finish().message().find("after 0 of 2 tensors"), std::string::npos);
+}
+
 // --- writer misuse -------------------------------------------------------------------------
 
 TEST(GgufWriterErrors, TensorOrderSizeAndCount) {
