@@ -44,8 +44,20 @@ Status resolve_registry_stamp(ConvertOptions& options) {
   return ok_status();
 }
 
-// A registry stamp is only given to files that are provably the pinned ones.
+// A registry stamp is only given to files that are provably the pinned ones: every weight
+// file must have a recorded SHA-256 (an entry that lacks them cannot stamp anything yet),
+// and every file with a recorded size or SHA-256 must match it.
 Status verify_registry_files(const RegistryEntry& entry, const std::string& dir, const ConvertOptions& options) {
+  for (const auto& item : fs::directory_iterator(dir)) {
+    const std::string name = item.path().filename().string();
+    if (item.path().extension() != ".safetensors") continue;
+    const RegistryFile* recorded = entry.find_file(name);
+    if (recorded == nullptr || !recorded->sha256) {
+      return make_error(entry.id + ": the registry records no SHA-256 for " + name +
+                        ", so it cannot be verified as the pinned checkpoint; convert without --repo for "
+                        "local provenance, or complete registry/qwen3_dense.json");
+    }
+  }
   for (const auto& file : entry.files) {
     if (!file.size && !file.sha256) continue;
     const std::string path = join_path(dir, file.name);

@@ -11,6 +11,7 @@
 #include "gguf_blueprint.h"
 #include "mini_checkpoint.h"
 #include "model/model.h"
+#include "model/registry.h"
 
 namespace kipp {
 namespace {
@@ -197,6 +198,48 @@ TEST_F(Convert, RegistryStampNeedsAKnownEntryAndMatchingConfig) {
   ConvertOptions half;
   half.repository = "Qwen/Qwen3-0.6B";
   EXPECT_NE(error_of(half).find("needs both --repo and --revision"), std::string::npos);
+}
+
+// A folder whose config.json equals a registry entry, with stand-in weight files: the stamp
+// is decided by the files before any tensor is read.
+class RegistryStamp : public ::testing::Test {
+ protected:
+  std::string convert_as(const RegistryEntry& entry) {
+    ConvertOptions options;
+    options.input_dir = dir_.path();
+    options.output_path = dir_.file("out.gguf");
+    options.repository = entry.id;
+    options.revision = entry.revision;
+    auto result = convert_checkpoint(options);
+    EXPECT_FALSE(result.ok());
+    EXPECT_FALSE(file_exists(options.output_path));
+    return result.ok() ? std::string() : result.message();
+  }
+  void write(const std::string& name, const std::string& contents) {
+    ASSERT_TRUE(write_text_file_atomic(dir_.file(name), contents).ok());
+  }
+  TempDir dir_;
+};
+
+TEST_F(RegistryStamp, WeightsWithoutARecordedChecksumCannotBeStamped) {
+  const RegistryEntry* thinking = Registry::builtin().find("Qwen/Qwen3-4B-Thinking-2507");
+  ASSERT_NE(thinking, nullptr);
+  write("config.json", testing::hf_config_json(thinking->config));
+  write("model.safetensors", "stand-in");
+  const std::string error = convert_as(*thinking);
+  EXPECT_NE(error.find("records no SHA-256 for model.safetensors"), std::string::npos) << error;
+}
+
+TEST_F(RegistryStamp, WeightFileOfTheWrongSizeIsNotThePinnedCheckpoint) {
+  const RegistryEntry* entry = Registry::builtin().find("Qwen/Qwen3-0.6B");
+  ASSERT_NE(entry, nullptr);
+  write("config.json", testing::hf_config_json(entry->config));
+  write("generation_config.json", "{}");
+  write("model.safetensors", "stand-in");
+  const std::string error = convert_as(*entry);
+  // config.json itself is checked first: ours is not the official file byte for byte.
+  EXPECT_NE(error.find("config.json is"), std::string::npos) << error;
+  EXPECT_NE(error.find("not the pinned checkpoint"), std::string::npos) << error;
 }
 
 TEST_F(Convert, QuantizedConversionsLoad) {
