@@ -18,18 +18,6 @@ void check(bool condition) {
   if (!condition) __builtin_trap();
 }
 
-kipp::Expected<std::vector<uint8_t>> rewrite(const kipp::GgufFile& file) {
-  kipp::GgufWriter writer;
-  writer.set_alignment(file.alignment());
-  for (const auto& entry : file.metadata()) writer.add_metadata(entry.key, entry.value);
-  std::vector<std::span<const uint8_t>> data;
-  for (const auto& tensor : file.tensors()) {
-    writer.add_tensor(tensor.name, tensor.dims, tensor.type);
-    data.push_back(file.tensor_data(tensor));
-  }
-  return writer.to_bytes(data);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -55,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   volatile size_t sink = described + checksum;
   (void)sink;
 
-  auto rewritten = rewrite(file);
+  auto rewritten = kipp::reserialize_gguf(file);
   check(rewritten.ok());
   auto reparsed = kipp::GgufFile::parse(*rewritten);
   check(reparsed.ok());
@@ -75,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto new_view = reparsed->tensor_data(after);
     check(std::equal(old_view.begin(), old_view.end(), new_view.begin(), new_view.end()));
   }
-  auto again = rewrite(*reparsed);
+  auto again = kipp::reserialize_gguf(*reparsed);
   check(again.ok() && *again == *rewritten);
   return 0;
 }

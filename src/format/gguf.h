@@ -185,4 +185,8 @@ class GgufWriter {
   uint64_t data_start_ = 0;
 };
 
+// The bytes a writer gives a parsed file's metadata and tensors (same alignment, same order):
+// equal to the file itself for any file Kipp wrote. Tools that edit GGUF files start here.
+Expected<std::vector<uint8_t>> reserialize_gguf(const GgufFile& file);
+
 }  // namespace kipp

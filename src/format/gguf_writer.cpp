@@ -321,4 +321,16 @@ Expected<std::vector<uint8_t>> GgufWriter::to_bytes(
   return bytes;
 }
 
+Expected<std::vector<uint8_t>> reserialize_gguf(const GgufFile& file) {
+  GgufWriter writer;
+  writer.set_alignment(file.alignment());
+  for (const auto& entry : file.metadata()) writer.add_metadata(entry.key, entry.value);
+  std::vector<std::span<const uint8_t>> data;
+  for (const auto& tensor : file.tensors()) {
+    writer.add_tensor(tensor.name, tensor.dims, tensor.type);
+    data.push_back(file.tensor_data(tensor));
+  }
+  return writer.to_bytes(data);
+}
+
 }  // namespace kipp

@@ -78,15 +78,7 @@ std::vector<float> gguf_as_f32(const GgufTensorInfo& tensor, std::span<const uin
 }
 
 void check_rewrite_is_identical(const GgufFile& file, std::span<const uint8_t> original) {
-  GgufWriter writer;
-  writer.set_alignment(file.alignment());
-  for (const auto& entry : file.metadata()) writer.add_metadata(entry.key, entry.value);
-  std::vector<std::span<const uint8_t>> data;
-  for (const auto& tensor : file.tensors()) {
-    writer.add_tensor(tensor.name, tensor.dims, tensor.type);
-    data.push_back(file.tensor_data(tensor));
-  }
-  auto bytes = writer.to_bytes(data);
+  auto bytes = reserialize_gguf(file);
   if (!bytes.ok()) return fail("re-serialising: " + bytes.message());
   if (bytes->size() != original.size() || std::memcmp(bytes->data(), original.data(), original.size()) != 0) {
     fail("re-serialised GGUF differs from the file (" + std::to_string(bytes->size()) + " vs " +

@@ -150,19 +150,6 @@ Built build_file(const std::vector<GgufMetadataEntry>& metadata, const std::vect
   return built;
 }
 
-// Writes a parsed file again, the way a tool that edits GGUF files would.
-Expected<Bytes> rewrite(const GgufFile& file) {
-  GgufWriter writer;
-  writer.set_alignment(file.alignment());
-  for (const auto& entry : file.metadata()) writer.add_metadata(entry.key, entry.value);
-  std::vector<std::span<const uint8_t>> data;
-  for (const auto& tensor : file.tensors()) {
-    writer.add_tensor(tensor.name, tensor.dims, tensor.type);
-    data.push_back(file.tensor_data(tensor));
-  }
-  return writer.to_bytes(data);
-}
-
 // Hand-assembled bytes for malformed files the writer refuses to produce.
 class Raw {
  public:
@@ -380,7 +367,7 @@ TEST(GgufRoundTrip, RewriteIsByteIdentical) {
     const Built built = build_file(every_value_type(), mixed_tensors(), alignment);
     auto parsed = GgufFile::parse(built.file);
     ASSERT_TRUE(parsed.ok()) << parsed.message();
-    auto rewritten = rewrite(*parsed);
+    auto rewritten = reserialize_gguf(*parsed);
     ASSERT_TRUE(rewritten.ok()) << rewritten.message();
     EXPECT_EQ(*rewritten, built.file) << "alignment " << alignment;
   }
