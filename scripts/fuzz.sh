@@ -1,33 +1,61 @@
 #!/usr/bin/env bash
-# Builds the GGUF libFuzzer target with the `fuzz` CMake preset (clang, ASan + UBSan) and runs it
-# for a bounded time. Usage: scripts/fuzz.sh [SECONDS]   (default 60)
-# Exits non-zero when the fuzzer finds a crash, leak, timeout or sanitizer report; the input
-# that triggered it is left as build/fuzz/artifacts/crash-* (rerun: build/fuzz/fuzz/gguf_fuzz FILE).
-# New interesting inputs accumulate in build/fuzz/corpus/gguf; fuzz/corpus/gguf holds the seeds.
+# Builds the libFuzzer targets with the `fuzz` CMake preset (clang, ASan + UBSan) and runs each
+# for a bounded time. Usage: scripts/fuzz.sh [SECONDS] [TARGET]
+#   SECONDS  per target (default 60)
+#   TARGET   gguf | tokenizer | all (default all: each target runs SECONDS)
+# The tokenizer target also fuzzes the real Qwen3 tokenizer when tools/fetch_qwen_tokenizer.sh
+# can provide it (or KIPP_TOKENIZER_DIR is set); otherwise only the small hand-made one.
+# Exits non-zero when a fuzzer finds a crash, leak, timeout or sanitizer report; the input
+# that triggered it is left as build/fuzz/artifacts/TARGET/crash-* (rerun: build/fuzz/fuzz/TARGET_fuzz FILE).
+# New interesting inputs accumulate in build/fuzz/corpus/TARGET; fuzz/corpus/TARGET holds the seeds.
 set -euo pipefail
 
 seconds="${1:-60}"
+which="${2:-all}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-  echo "usage: $0 [SECONDS]  (a positive whole number, default 60)" >&2
+  echo "usage: $0 [SECONDS] [gguf|tokenizer|all]  (SECONDS a positive whole number, default 60)" >&2
   exit 2
 fi
+case "$which" in
+  gguf) targets=(gguf) ;;
+  tokenizer) targets=(tokenizer) ;;
+  all) targets=(gguf tokenizer) ;;
+  *) echo "usage: $0 [SECONDS] [gguf|tokenizer|all]  (unknown target '$which')" >&2; exit 2 ;;
+esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target gguf_fuzz -j "${KIPP_FUZZ_BUILD_JOBS:-2}"
+for target in "${targets[@]}"; do
+  cmake --build --preset fuzz --target "${target}_fuzz" -j "${KIPP_FUZZ_BUILD_JOBS:-2}"
+done
 
-corpus="build/fuzz/corpus/gguf"
-artifacts="build/fuzz/artifacts"
-mkdir -p "$corpus" "$artifacts"
-echo "fuzz: running gguf_fuzz for ${seconds}s"
-build/fuzz/fuzz/gguf_fuzz \
-  -max_len=65536 \
-  -max_total_time="$seconds" \
-  -timeout=10 \
-  -rss_limit_mb=2048 \
-  -dict=fuzz/gguf.dict \
-  -artifact_prefix="$artifacts/" \
-  -print_final_stats=1 \
-  "$corpus" fuzz/corpus/gguf
-echo "fuzz: no crash in ${seconds}s"
+for target in "${targets[@]}"; do
+  corpus="build/fuzz/corpus/$target"
+  artifacts="build/fuzz/artifacts/$target"
+  mkdir -p "$corpus" "$artifacts"
+  extra=()
+  case "$target" in
+    gguf) extra=(-max_len=65536 -dict=fuzz/gguf.dict) ;;
+    tokenizer)
+      extra=(-max_len=4096 -dict=fuzz/tokenizer.dict)
+      if [ -z "${KIPP_TOKENIZER_DIR:-}" ]; then
+        if dir="$(tools/fetch_qwen_tokenizer.sh 2>/dev/null | tail -n1)" && [ -f "$dir/tokenizer.json" ]; then
+          export KIPP_TOKENIZER_DIR="$dir"
+        else
+          echo "fuzz: the real Qwen3 tokenizer is unavailable; fuzzing the small hand-made one only" >&2
+        fi
+      fi
+      ;;
+  esac
+  echo "fuzz: running ${target}_fuzz for ${seconds}s"
+  "build/fuzz/fuzz/${target}_fuzz" \
+    "${extra[@]}" \
+    -max_total_time="$seconds" \
+    -timeout=10 \
+    -rss_limit_mb=2048 \
+    -artifact_prefix="$artifacts/" \
+    -print_final_stats=1 \
+    "$corpus" "fuzz/corpus/$target"
+  echo "fuzz: ${target}_fuzz found nothing in ${seconds}s"
+done

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   kipp::cli::register_pull(app, action);
   kipp::cli::register_convert(app, action);
   kipp::cli::register_inspect(app, action);
+  kipp::cli::register_tokenize(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

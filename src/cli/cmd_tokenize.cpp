@@ -1,0 +1,215 @@
+// `kipp tokenize` and `kipp detokenize`: the native tokenizer of a Kipp GGUF on the command line.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kipp::cli {
+namespace {
+
+// The model's tokenizer, built from the data the GGUF embeds.
+Expected<Tokenizer> load_tokenizer(const std::string& path, bool verify) {
+  auto model = Model::open(path, LoadOptions{.verify_content_hash = verify});
+  if (!model.ok()) return model.error();
+  return with_context(Tokenizer::create(model->tokenizer()), path + ": tokenizer");
+}
+
+Expected<std::string> read_input(const std::string& path) {
+  if (path == "-") {
+    std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
+    if (std::cin.bad()) return make_error("cannot read standard input");
+    return text;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return make_error("cannot read " + path);
+  return out.str();
+}
+
+// Bytes as a C-style literal body: printable ASCII as is, \n \r \t \\ \", the rest \xNN.
+std::string escape_bytes(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) {
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\\': out += "\\\\"; break;
+      case '"': out += "\\\""; break;
+      default:
+        if (c >= 0x20 && c < 0x7f) {
+          out += static_cast<char>(c);
+        } else {
+          char buffer[8];
+          std::snprintf(buffer, sizeof buffer, "\\x%02X", c);
+          out += buffer;
+        }
+    }
+  }
+  return out;
+}
+
+// `text` padded with spaces to `width` characters (code points, so "Ġworld" lines up).
+std::string padded(const std::string& text, size_t width) {
+  size_t chars = 0;
+  for (unsigned char c : text) chars += (c & 0xC0) != 0x80;
+  return chars >= width ? text : text + std::string(width - chars, ' ');
+}
+
+struct TokenizeArgs {
+  std::string model;
+  std::optional<std::string> text;
+  std::optional<std::string> file;
+  bool json = false;
+  bool verbose = false;
+  bool no_special = false;
+  bool no_verify = false;
+};
+
+int run_tokenize(const TokenizeArgs& args) {
+  if (args.text.has_value() == args.file.has_value()) return fail("give exactly one of --text and --file");
+  std::string text;
+  if (args.text) {
+    text = *args.text;
+  } else {
+    auto read = read_input(*args.file);
+    if (!read.ok()) return fail(read.message());
+    text = std::move(*read);
+  }
+  auto tokenizer = load_tokenizer(args.model, !args.no_verify);
+  if (!tokenizer.ok()) return fail(tokenizer.message());
+  auto ids = tokenizer->encode(text, args.no_special ? SpecialTokens::PlainText : SpecialTokens::Parse);
+  if (!ids.ok()) return fail((args.file ? *args.file : std::string("--text")) + ": " + ids.message());
+
+  if (args.json) {
+    nlohmann::json out;
+    out["ids"] = *ids;
+    out["count"] = ids->size();
+    if (args.verbose) {
+      auto tokens = nlohmann::json::array();
+      for (uint32_t id : *ids) {
+        auto piece = tokenizer->token_to_piece(id);
+        auto bytes = tokenizer->token_to_bytes(id);
+        if (!piece.ok()) return fail(piece.message());
+        if (!bytes.ok()) return fail(bytes.message());
+        // "text" is the token's bytes as a string; a partial UTF-8 sequence shows as U+FFFD.
+        tokens.push_back({{"id", id}, {"piece", *piece}, {"text", *bytes}, {"bytes", escape_bytes(*bytes)}});
+      }
+      out["tokens"] = std::move(tokens);
+    }
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  if (args.verbose) {
+    std::printf("%8s  %-28s  %s\n", "id", "piece", "bytes");
+    for (uint32_t id : *ids) {
+      auto piece = tokenizer->token_to_piece(id);
+      auto bytes = tokenizer->token_to_bytes(id);
+      if (!piece.ok()) return fail(piece.message());
+      if (!bytes.ok()) return fail(bytes.message());
+      std::printf("%8u  %s  \"%s\"%s\n", id, padded(*piece, 28).c_str(), escape_bytes(*bytes).c_str(),
+                  tokenizer->is_special_token(id) ? "  (special)" : tokenizer->is_added_token(id) ? "  (added)" : "");
+    }
+    std::printf("%zu tokens\n", ids->size());
+    return 0;
+  }
+  std::string line;
+  for (size_t i = 0; i < ids->size(); ++i) line += (i ? " " : "") + std::to_string((*ids)[i]);
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+// "1,2,3", "1 2 3" or "[1, 2, 3]": ids separated by commas and/or whitespace.
+Expected<std::vector<uint32_t>> parse_ids(const std::string& text) {
+  std::vector<uint32_t> ids;
+  size_t i = 0;
+  auto separator = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  std::string body = text;
+  if (!body.empty() && body.front() == '[' && body.back() == ']') body = body.substr(1, body.size() - 2);
+  while (i < body.size()) {
+    if (separator(body[i])) {
+      ++i;
+      continue;
+    }
+    size_t end = i;
+    while (end < body.size() && !separator(body[end])) ++end;
+    const std::string item = body.substr(i, end - i);
+    uint64_t value = 0;
+    bool valid = item.size() <= 10;
+    for (char c : item) {
+      if (c < '0' || c > '9') valid = false;
+      if (valid) value = value * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (!valid || value > UINT32_MAX) return make_error("--ids: '" + item + "' is not a token id (a number 0..4294967295)");
+    ids.push_back(static_cast<uint32_t>(value));
+    i = end;
+  }
+  return ids;
+}
+
+int run_detokenize(const std::string& model, const std::string& ids_text, bool no_verify) {
+  auto ids = parse_ids(ids_text);
+  if (!ids.ok()) return fail(ids.message());
+  auto tokenizer = load_tokenizer(model, !no_verify);
+  if (!tokenizer.ok()) return fail(tokenizer.message());
+  for (uint32_t id : *ids) {
+    if (id >= tokenizer->vocab_size()) {
+      return fail("unknown token id " + std::to_string(id) + " (the vocabulary has " +
+                  std::to_string(tokenizer->vocab_size()) + " tokens)");
+    }
+  }
+  auto text = tokenizer->decode(*ids);
+  if (!text.ok()) return fail(text.message());
+  if (std::fwrite(text->data(), 1, text->size(), stdout) != text->size() || std::fflush(stdout) != 0) {
+    return fail("cannot write to standard output");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app, Action& action) {
+  auto* command = app.add_subcommand("tokenize", "Encode text into token ids with a model's tokenizer");
+  auto args = std::make_shared<TokenizeArgs>();
+  auto text = std::make_shared<std::string>();
+  auto file = std::make_shared<std::string>();
+  command->add_option("-m,--model", args->model, "Kipp GGUF whose tokenizer to use")->required();
+  auto* text_option = command->add_option("--text", *text, "The text to encode");
+  auto* file_option = command->add_option("--file", *file, "Encode this file's contents ('-' for standard input)");
+  text_option->excludes(file_option);
+  command->add_flag("--json", args->json, "Print {\"ids\": [...], \"count\": n} (with --verbose, the tokens too)");
+  command->add_flag("--verbose", args->verbose, "Print each token's id, vocabulary piece and bytes");
+  command->add_flag("--no-special", args->no_special,
+                    "Treat added tokens (<|im_start|>, <think>, ...) in the text as plain text");
+  command->add_flag("--no-verify", args->no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  command->callback([&action, args, text, file, text_option, file_option] {
+    TokenizeArgs chosen = *args;
+    if (text_option->count() > 0) chosen.text = *text;
+    if (file_option->count() > 0) chosen.file = *file;
+    action = [chosen] { return run_tokenize(chosen); };
+  });
+
+  auto* detokenize = app.add_subcommand("detokenize", "Decode token ids into text (raw bytes on stdout)");
+  auto model = std::make_shared<std::string>();
+  auto ids = std::make_shared<std::string>();
+  auto no_verify = std::make_shared<bool>(false);
+  detokenize->add_option("-m,--model", *model, "Kipp GGUF whose tokenizer to use")->required();
+  detokenize->add_option("--ids", *ids, "Token ids, separated by commas or spaces (e.g. 9707,1879)")->required();
+  detokenize->add_flag("--no-verify", *no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  detokenize->callback([&action, model, ids, no_verify] {
+    action = [=] { return run_detokenize(*model, *ids, *no_verify); };
+  });
+}
+
+}  // namespace kipp::cli
