@@ -5,9 +5,6 @@
 
 namespace kipp {
 
-const char* const kQwen2PretokenizerPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 namespace {
 
 using nlohmann::json;

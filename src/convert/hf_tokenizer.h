@@ -7,12 +7,10 @@
 
 #include "core/status.h"
 #include "model/tokenizer_metadata.h"
+#include "tokenizer/pretokenizer_pattern.h"
 
 namespace kipp {
 
-// The Qwen2 pre-tokenizer split pattern; a tokenizer.json with any other pattern is rejected
-// because the native encoder implements exactly this one.
-extern const char* const kQwen2PretokenizerPattern;
 
 struct HfTokenizerFiles {
   std::string tokenizer_json;         // text of tokenizer.json

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "convert/hf_tokenizer.h"
+#include "tokenizer/pretokenizer_pattern.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
