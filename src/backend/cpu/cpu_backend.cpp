@@ -1,0 +1,234 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+
+namespace kipp {
+namespace {
+
+using kernels::kKvBlockPositions;
+static_assert(kernels::kKvBlockPositions == kipp::kKvBlockPositions);
+using kernels::WeightMatrix;
+
+// Logit rows computed together: each pass over the output head serves this many positions.
+constexpr size_t kLogitRowsPerPass = 16;
+
+struct PreparedLayer {
+  WeightMatrix q, k, v, o, gate, up, down;
+  std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
+};
+
+class CpuKvStorage final : public KvStorage {
+ public:
+  CpuKvStorage(uint32_t num_blocks, size_t block_elements)
+      : num_blocks_(num_blocks), block_elements_(block_elements), data_(num_blocks * block_elements) {}
+  uint32_t num_blocks() const override { return num_blocks_; }
+  uint64_t bytes() const override { return data_.size() * sizeof(uint16_t); }
+  void copy_block(uint32_t from, uint32_t to) override {
+    std::copy_n(block(from), block_elements_, block(to));
+  }
+  uint16_t* block(uint32_t index) { return data_.data() + size_t{index} * block_elements_; }
+
+ private:
+  uint32_t num_blocks_;
+  size_t block_elements_;
+  std::vector<uint16_t> data_;
+};
+
+Expected<WeightMatrix> prepare_matrix(const TensorView& view) {
+  WeightMatrix w = kernels::make_weight_matrix(view.type, view.data, view.rows, view.cols);
+  if (w.row_bytes == 0)
+    return make_error("tensor " + std::string(view.name) + ": element type " + std::string(ggml_type_name(view.type)) +
+                      " is not supported by the cpu backend");
+  return w;
+}
+
+Expected<std::vector<float>> prepare_vector(const TensorView& view) {
+  KIPP_ASSIGN_OR_RETURN(WeightMatrix w, prepare_matrix(view));
+  std::vector<float> values(view.cols * view.rows);
+  for (size_t r = 0; r < w.rows; ++r) kernels::ref::dequantize_row(w, r, values.data() + r * w.cols);
+  return values;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, const BackendOptions& options)
+      : config_(model.config()), kernels_(kernels::cpu_kernels()), step_rows_(std::max<uint32_t>(1, options.max_step_tokens)) {}
+
+  Status prepare(const Model& model) {
+    const Qwen3Weights& weights = model.weights();
+    KIPP_ASSIGN_OR_RETURN(embedding_, prepare_matrix(weights.token_embedding));
+    KIPP_ASSIGN_OR_RETURN(head_, prepare_matrix(weights.output));
+    KIPP_ASSIGN_OR_RETURN(output_norm_, prepare_vector(weights.output_norm));
+    for (const LayerWeights& lw : weights.layers) {
+      PreparedLayer layer;
+      KIPP_ASSIGN_OR_RETURN(layer.q, prepare_matrix(lw.attn_q));
+      KIPP_ASSIGN_OR_RETURN(layer.k, prepare_matrix(lw.attn_k));
+      KIPP_ASSIGN_OR_RETURN(layer.v, prepare_matrix(lw.attn_v));
+      KIPP_ASSIGN_OR_RETURN(layer.o, prepare_matrix(lw.attn_output));
+      KIPP_ASSIGN_OR_RETURN(layer.gate, prepare_matrix(lw.ffn_gate));
+      KIPP_ASSIGN_OR_RETURN(layer.up, prepare_matrix(lw.ffn_up));
+      KIPP_ASSIGN_OR_RETURN(layer.down, prepare_matrix(lw.ffn_down));
+      KIPP_ASSIGN_OR_RETURN(layer.attn_norm, prepare_vector(lw.attn_norm));
+      KIPP_ASSIGN_OR_RETURN(layer.ffn_norm, prepare_vector(lw.ffn_norm));
+      KIPP_ASSIGN_OR_RETURN(layer.q_norm, prepare_vector(lw.attn_q_norm));
+      KIPP_ASSIGN_OR_RETURN(layer.k_norm, prepare_vector(lw.attn_k_norm));
+      layers_.push_back(std::move(layer));
+    }
+    allocate_scratch();
+    return ok_status();
+  }
+
+  const char* name() const override { return "cpu"; }
+
+  Expected<std::unique_ptr<KvStorage>> create_kv_storage(uint32_t num_blocks) override {
+    const size_t block_elements = size_t{config_.num_layers} * 2 * kKvBlockPositions * config_.kv_width();
+    return std::unique_ptr<KvStorage>(std::make_unique<CpuKvStorage>(num_blocks, block_elements));
+  }
+
+  uint64_t scratch_bytes() const override { return scratch_.size() * sizeof(float); }
+
+  Status eval(std::span<const EvalItem> items) override {
+    // Block pointers per item, then the items' rows flattened and run in steps of step_rows_.
+    std::vector<std::vector<const uint16_t*>> item_blocks(items.size());
+    std::vector<Row> rows;
+    for (size_t i = 0; i < items.size(); ++i) {
+      auto* storage = static_cast<CpuKvStorage*>(items[i].kv);
+      for (uint32_t physical : items[i].block_table) item_blocks[i].push_back(storage->block(physical));
+      const size_t count = items[i].tokens.size();
+      for (size_t t = 0; t < count; ++t) {
+        const size_t logit_row = t + items[i].logits_count >= count ? t + items[i].logits_count - count : kNoLogits;
+        rows.push_back(Row{i, items[i].start + static_cast<uint32_t>(t), items[i].tokens[t], logit_row});
+      }
+    }
+    for (size_t begin = 0; begin < rows.size(); begin += step_rows_) {
+      const size_t end = std::min(rows.size(), begin + step_rows_);
+      run_step(items, item_blocks, std::span<const Row>(rows).subspan(begin, end - begin));
+    }
+    return ok_status();
+  }
+
+ private:
+  static constexpr size_t kNoLogits = SIZE_MAX;
+  struct Row {
+    size_t item;
+    uint32_t position;
+    uint32_t token;
+    size_t logit_row;  // row of the item's logits output, or kNoLogits
+  };
+
+  void allocate_scratch() {
+    const size_t hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
+    const size_t ffn = config_.ffn_size, half = config_.head_dim / 2, s = step_rows_;
+    const size_t widest = std::max({hidden, qw, ffn});
+    const size_t sizes[] = {s * hidden, s * hidden, s * qw, s * kvw, s * kvw, s * qw,  s * hidden,
+                            s * ffn,    s * ffn,    s * half, s * half, widest, config_.context_length,
+                            kLogitRowsPerPass * hidden, kLogitRowsPerPass * size_t{config_.vocab_size}};
+    size_t total = 0;
+    for (size_t size : sizes) total += size;
+    scratch_.assign(total, 0.0f);
+    float* next = scratch_.data();
+    float** targets[] = {&x_,   &xn_,  &q_,   &k_,     &v_,      &attn_,        &proj_,       &gate_,
+                         &up_,  &cos_, &sin_, &row_scratch_, &scores_, &logit_inputs_, &logits_};
+    for (size_t i = 0; i < std::size(sizes); ++i) {
+      *targets[i] = next;
+      next += sizes[i];
+    }
+  }
+
+  void run_step(std::span<const EvalItem> items, const std::vector<std::vector<const uint16_t*>>& item_blocks,
+                std::span<const Row> rows) {
+    const kernels::KernelTable& k = kernels_;
+    const size_t n = rows.size(), hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
+    const size_t hd = config_.head_dim, half = hd / 2, ffn = config_.ffn_size;
+    const auto eps = static_cast<float>(config_.rms_norm_eps);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const size_t block_elements_per_layer = 2 * kKvBlockPositions * kvw;
+
+    for (size_t r = 0; r < n; ++r) {
+      k.dequantize_row(embedding_, static_cast<size_t>(rows[r].token), x_ + r * hidden);
+      k.rope_angles(rows[r].position, hd, config_.rope_theta, cos_ + r * half, sin_ + r * half);
+    }
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const PreparedLayer& layer = layers_[l];
+      for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
+      k.matmul(layer.q, xn_, n, hidden, q_, qw, row_scratch_);
+      k.matmul(layer.k, xn_, n, hidden, k_, kvw, row_scratch_);
+      k.matmul(layer.v, xn_, n, hidden, v_, kvw, row_scratch_);
+      const size_t k_offset = l * block_elements_per_layer, v_offset = k_offset + kKvBlockPositions * kvw;
+      for (size_t r = 0; r < n; ++r) {
+        float* q = q_ + r * qw;
+        float* key = k_ + r * kvw;
+        for (size_t h = 0; h < config_.num_heads; ++h) k.rms_norm(q + h * hd, layer.q_norm.data(), q + h * hd, hd, eps);
+        for (size_t h = 0; h < config_.num_kv_heads; ++h)
+          k.rms_norm(key + h * hd, layer.k_norm.data(), key + h * hd, hd, eps);
+        k.rope(q, config_.num_heads, hd, cos_ + r * half, sin_ + r * half);
+        k.rope(key, config_.num_kv_heads, hd, cos_ + r * half, sin_ + r * half);
+        const Row& row = rows[r];
+        auto* block = const_cast<uint16_t*>(item_blocks[row.item][row.position / kKvBlockPositions]);
+        const size_t slot = (row.position % kKvBlockPositions) * kvw;
+        k.store_bf16(key, block + k_offset + slot, kvw);
+        k.store_bf16(v_ + r * kvw, block + v_offset + slot, kvw);
+      }
+      for (size_t r = 0; r < n; ++r) {
+        const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset, v_offset, config_.num_kv_heads, hd};
+        k.attention(q_ + r * qw, config_.num_heads, view, rows[r].position + 1, scale, scores_, attn_ + r * qw);
+      }
+      k.matmul(layer.o, attn_, n, qw, proj_, hidden, row_scratch_);
+      for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
+      for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
+      k.matmul(layer.gate, xn_, n, hidden, gate_, ffn, row_scratch_);
+      k.matmul(layer.up, xn_, n, hidden, up_, ffn, row_scratch_);
+      for (size_t r = 0; r < n; ++r) k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn);
+      k.matmul(layer.down, gate_, n, ffn, proj_, hidden, row_scratch_);
+      for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
+    }
+    write_logits(items, rows);
+  }
+
+  // The final norm and the output head for the rows whose logits were asked for, in passes of
+  // kLogitRowsPerPass rows that each read the head once.
+  void write_logits(std::span<const EvalItem> items, std::span<const Row> rows) {
+    const size_t hidden = config_.hidden_size, vocab = config_.vocab_size;
+    const auto eps = static_cast<float>(config_.rms_norm_eps);
+    std::vector<const Row*> pending;
+    for (const Row& row : rows)
+      if (row.logit_row != kNoLogits) pending.push_back(&row);
+    for (size_t begin = 0; begin < pending.size(); begin += kLogitRowsPerPass) {
+      const size_t count = std::min(kLogitRowsPerPass, pending.size() - begin);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t r = static_cast<size_t>(pending[begin + i] - rows.data());
+        kernels_.rms_norm(x_ + r * hidden, output_norm_.data(), logit_inputs_ + i * hidden, hidden, eps);
+      }
+      kernels_.matmul(head_, logit_inputs_, count, hidden, logits_, vocab, row_scratch_);
+      for (size_t i = 0; i < count; ++i) {
+        const Row& row = *pending[begin + i];
+        std::copy_n(logits_ + i * vocab, vocab, items[row.item].logits + row.logit_row * vocab);
+      }
+    }
+  }
+
+  ModelConfig config_;
+  const kernels::KernelTable& kernels_;
+  size_t step_rows_;
+  WeightMatrix embedding_, head_;
+  std::vector<float> output_norm_;
+  std::vector<PreparedLayer> layers_;
+  std::vector<float> scratch_;
+  float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr,
+        *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *cos_ = nullptr, *sin_ = nullptr,
+        *row_scratch_ = nullptr, *scores_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Backend>> create_cpu_backend(const Model& model, const BackendOptions& options) {
+  auto backend = std::make_unique<CpuBackend>(model, options);
+  KIPP_RETURN_IF_ERROR(backend->prepare(model));
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+}  // namespace kipp

@@ -1,0 +1,36 @@
+// A weight matrix as the kernels see it: row-major, `rows` output features of `cols` inputs,
+// stored in one of the element types a Kipp GGUF may hold. Kernels know nothing of models.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/ggml_types.h"
+
+namespace kipp::kernels {
+
+struct WeightMatrix {
+  GgmlType type = GgmlType::F32;  // F32, F16, BF16, Q8_0 or Q4_1 (affine4)
+  const uint8_t* data = nullptr;
+  size_t rows = 0;
+  size_t cols = 0;
+  size_t row_bytes = 0;  // bytes of one row in `type`
+};
+
+// The view of one matrix, or row_bytes == 0 when `type` is not one the kernels handle or
+// `cols` is not a whole number of its blocks.
+WeightMatrix make_weight_matrix(GgmlType type, const uint8_t* data, size_t rows, size_t cols);
+
+// One layer of a paged K/V cache. Every block holds kKvBlockPositions positions of every
+// layer: K of layer l at `k_offset`, V at `v_offset`, each [position][kv_head][head_dim] BF16.
+struct KvLayerView {
+  const uint16_t* const* blocks = nullptr;  // logical block -> its storage
+  size_t k_offset = 0;
+  size_t v_offset = 0;
+  size_t kv_heads = 0;
+  size_t head_dim = 0;
+};
+
+inline constexpr size_t kKvBlockPositions = 32;
+
+}  // namespace kipp::kernels
