@@ -1,0 +1,1 @@
+# kipp logits command tests.

@@ -1,0 +1,1 @@
+# Engine gates against the PyTorch reference (filled in by the engine gate work).
