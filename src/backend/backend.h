@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 #include "model/model.h"
@@ -37,6 +38,16 @@ struct EvalItem {
   float* logits = nullptr;  // logits_count * vocab floats
 };
 
+// Sees activations as they are computed, for tests against a reference implementation:
+// "embedding", per layer "attention" (the output projection, before the residual add) and
+// "layer_output" (the residual stream after the layer), and "final_norm" (rows with logits).
+class ActivationObserver {
+ public:
+  virtual ~ActivationObserver() = default;
+  virtual void on_activation(std::string_view name, uint32_t layer, size_t item, uint32_t position,
+                             std::span<const float> values) = 0;
+};
+
 enum class BackendKind { Cpu, Cuda };
 
 struct BackendOptions {
@@ -53,6 +64,8 @@ class Backend {
   // Items must be valid (the runtime checks ids, capacity and tables) and name distinct
   // sequences. Each weight is read once per step for all items together.
   virtual Status eval(std::span<const EvalItem> items) = 0;
+  // Null (the default) turns observation off.
+  virtual void set_activation_observer(ActivationObserver* observer) = 0;
   // Bytes of activation scratch allocated at creation.
   virtual uint64_t scratch_bytes() const = 0;
 };

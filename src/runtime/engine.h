@@ -83,6 +83,9 @@ class Engine {
   // Text and token inputs converge here: special tokens in `text` are parsed.
   Expected<std::vector<uint32_t>> tokenize(std::string_view text) const;
 
+  // Activations of later evals go to `observer` (null: none); see ActivationObserver.
+  void set_activation_observer(ActivationObserver* observer) { backend_->set_activation_observer(observer); }
+
   bool pooled_mode() const { return pool_ != nullptr; }
   PoolStats pool_stats() const;
 

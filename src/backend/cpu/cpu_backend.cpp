@@ -90,6 +90,7 @@ class CpuBackend final : public Backend {
   }
 
   uint64_t scratch_bytes() const override { return scratch_.size() * sizeof(float); }
+  void set_activation_observer(ActivationObserver* observer) override { observer_ = observer; }
 
   Status eval(std::span<const EvalItem> items) override {
     // Block pointers per item, then the items' rows flattened and run in steps of step_rows_.
@@ -152,6 +153,7 @@ class CpuBackend final : public Backend {
       k.dequantize_row(embedding_, static_cast<size_t>(rows[r].token), x_ + r * hidden);
       k.rope_angles(rows[r].position, hd, config_.rope_theta, cos_ + r * half, sin_ + r * half);
     }
+    observe("embedding", 0, rows, x_, hidden);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PreparedLayer& layer = layers_[l];
       for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
@@ -178,6 +180,7 @@ class CpuBackend final : public Backend {
         k.attention(q_ + r * qw, config_.num_heads, view, rows[r].position + 1, scale, scores_, attn_ + r * qw);
       }
       k.matmul(layer.o, attn_, n, qw, proj_, hidden, row_scratch_);
+      observe("attention", l, rows, proj_, hidden);
       for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
       for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
       k.matmul(layer.gate, xn_, n, hidden, gate_, ffn, row_scratch_);
@@ -185,8 +188,16 @@ class CpuBackend final : public Backend {
       for (size_t r = 0; r < n; ++r) k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn);
       k.matmul(layer.down, gate_, n, ffn, proj_, hidden, row_scratch_);
       for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
+      observe("layer_output", l, rows, x_, hidden);
     }
     write_logits(items, rows);
+  }
+
+  void observe(std::string_view name, size_t layer, std::span<const Row> rows, const float* values, size_t width) {
+    if (observer_ == nullptr) return;
+    for (size_t r = 0; r < rows.size(); ++r)
+      observer_->on_activation(name, static_cast<uint32_t>(layer), rows[r].item, rows[r].position,
+                               std::span<const float>(values + r * width, width));
   }
 
   // The final norm and the output head for the rows whose logits were asked for, in passes of
@@ -202,6 +213,9 @@ class CpuBackend final : public Backend {
       for (size_t i = 0; i < count; ++i) {
         const size_t r = static_cast<size_t>(pending[begin + i] - rows.data());
         kernels_.rms_norm(x_ + r * hidden, output_norm_.data(), logit_inputs_ + i * hidden, hidden, eps);
+        if (observer_ != nullptr)
+          observer_->on_activation("final_norm", 0, rows[r].item, rows[r].position,
+                                   std::span<const float>(logit_inputs_ + i * hidden, hidden));
       }
       kernels_.matmul(head_, logit_inputs_, count, hidden, logits_, vocab, row_scratch_);
       for (size_t i = 0; i < count; ++i) {
@@ -218,6 +232,7 @@ class CpuBackend final : public Backend {
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;
+  ActivationObserver* observer_ = nullptr;
   float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr,
         *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *cos_ = nullptr, *sin_ = nullptr,
         *row_scratch_ = nullptr, *scores_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
