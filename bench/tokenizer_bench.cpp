@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
 #include "convert/hf_tokenizer.h"
 #include "core/files.h"
 #include "tokenizer/tokenizer.h"
@@ -23,40 +24,15 @@ namespace {
 
 using kipp::SpecialTokens;
 using kipp::Tokenizer;
-using Clock = std::chrono::steady_clock;
+using kipp::bench::Clock;
+using kipp::bench::cpu_model;
+using kipp::bench::median;
+using kipp::bench::must;
+using kipp::bench::seconds_since;
 
-[[noreturn]] void die(const std::string& message) {
-  std::cerr << "tokenizer_bench: " << message << "\n";
-  std::exit(1);
-}
-
-template <typename T>
-T must(kipp::Expected<T> value, const std::string& what) {
-  if (!value.ok()) die(what + ": " + value.message());
-  return std::move(value).value();
-}
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+[[noreturn]] void die(const std::string& message) { kipp::bench::die("tokenizer_bench", message); }
 
 double mb_per_s(size_t bytes, double seconds) { return static_cast<double>(bytes) / 1e6 / seconds; }
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
-}
 
 // Documents of at least `target` bytes, cut at line ends (the unit a data loader encodes).
 std::vector<std::string_view> documents(std::string_view text, size_t target) {

@@ -158,6 +158,12 @@ Session::Session(Engine& engine, uint32_t capacity, std::unique_ptr<KvStorage> s
 
 Session::~Session() { release_blocks(true); }
 
+uint64_t Session::kv_storage_bytes() const {
+  if (!pooled()) return own_storage_->bytes();
+  const KvStorage& slab = *engine_.pool_storage_;
+  return block_table_.size() * (slab.bytes() / slab.num_blocks());
+}
+
 uint32_t Session::blocks_for(uint64_t positions) const { return blocks_for_positions(positions); }
 
 Status Session::eval(std::span<const uint32_t> tokens, uint32_t logits_count, float* logits) {

@@ -112,6 +112,8 @@ class Session {
   uint32_t capacity() const { return capacity_; }
   bool pooled() const { return pool_ != nullptr; }
   std::span<const uint32_t> tokens() const { return tokens_; }
+  // K/V bytes the session holds: all of its private storage, or its pooled blocks.
+  uint64_t kv_storage_bytes() const;
   // Blocks this session shares with the pool (adopted or published), from the start.
   uint32_t shared_blocks() const { return shared_blocks_; }
 
