@@ -1,1 +1,25 @@
-# Engine gates against the PyTorch reference (filled in by the engine gate work).
+# Engine gates against the PyTorch reference: full-prompt logits and layer-0 intermediates, and
+# cached greedy decode against stateless recomputation (tests/integration/engine_gates.cpp), on
+# the BF16 GGUFs converted from the synthetic checkpoints the reference reads.
+add_executable(engine_gates integration/engine_gates.cpp integration/npy.cpp)
+target_compile_options(engine_gates PRIVATE ${KIPP_WARNINGS})
+target_link_libraries(engine_gates PRIVATE kipplib)
+
+foreach(model tiny qwen3-0.6b)
+  if(model STREQUAL "tiny")
+    set(gate engine_gates_tiny)
+    set(fixtures "tiny_hf;gguf_tiny_bf16")
+    set(timeout 300)
+  else()
+    set(gate engine_gates_0.6b)
+    set(fixtures "hf_06b;gguf_qwen3-0.6b_bf16")
+    set(timeout 1200)
+  endif()
+  add_test(NAME ${gate}
+           COMMAND engine_gates ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${KIPP_PY}
+                   ${CMAKE_SOURCE_DIR}/tools/torch_reference.py ${CMAKE_BINARY_DIR}/gates/${model})
+  set_tests_properties(${gate} PROPERTIES FIXTURES_REQUIRED "${fixtures}" TIMEOUT ${timeout})
+  if(NOT model STREQUAL "tiny")
+    set_tests_properties(${gate} PROPERTIES RESOURCE_LOCK big_memory)
+  endif()
+endforeach()

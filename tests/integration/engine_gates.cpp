@@ -1,0 +1,351 @@
+// Correctness gates of the engine against the FP32 PyTorch reference (tools/torch_reference.py):
+//   engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR
+// MODEL.gguf is the BF16 conversion of HF_DIR, the checkpoint the reference reads.
+// (a) Full-prompt logits: for each prompt (tokenized by the engine), the logits of every
+//     position match the reference's (K/V rounded to BF16 as the cache stores them): the same
+//     argmax and NMSE <= 5e-5 per position; layer 0's intermediates and the final norm match
+//     too, and the embedding rows are exact.
+// (b) Cached decode: a prompt and then greedy tokens one at a time through one session give
+//     the logits of a stateless (no-cache) evaluation of the whole final sequence (same argmax,
+//     NMSE <= 1e-6), and the greedy continuation agrees with the reference on that sequence.
+// One line per check with the measured NMSE, then a summary; the exit status is non-zero if
+// any check failed.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/files.h"
+#include "npy.h"
+#include "runtime/engine.h"
+
+namespace {
+
+using namespace kipp;
+namespace fs = std::filesystem;
+
+constexpr double kReferenceNmse = 5e-5;  // Kipp's FP32 kernels vs PyTorch's FP32 (different sum orders)
+constexpr double kCacheNmse = 1e-6;      // the same kernels, cached vs recomputed
+constexpr uint32_t kDecodeSteps = 33;    // with the short prompt, the decode crosses a 32-position block
+
+struct Prompt {
+  std::string label;
+  std::string text;
+};
+
+// A short prompt, one with the chat template's special tokens, and one long enough to span
+// several K/V blocks.
+const Prompt kShortPrompt{"short", "Hello world, this is Kipp speaking."};
+const Prompt kSpecialPrompt{
+    "special", "<|im_start|>user\nWhat is two plus two? Answer briefly.<|im_end|>\n<|im_start|>assistant\n<think>\n"};
+const Prompt kLongPrompt{
+    "long",
+    "The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a lantern, a "
+    "notebook and a flask of tea. From the gallery he could see the fishing boats returning to the "
+    "harbour, the gulls circling above the nets, and far to the west the dark line of the storm that "
+    "the radio had promised for midnight."};
+
+struct Inputs {
+  std::string gguf;
+  std::string hf_dir;
+  std::string python;
+  std::string reference_script;
+  fs::path scratch;
+};
+
+int checks_run = 0;
+int checks_failed = 0;
+
+void report(bool passed, const std::string& what, const std::string& detail) {
+  ++checks_run;
+  if (!passed) ++checks_failed;
+  std::printf("%s  %s: %s\n", passed ? "PASS" : "FAIL", what.c_str(), detail.c_str());
+  std::fflush(stdout);
+}
+
+std::string scientific(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", value);
+  return text;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// sum((a - b)^2) / sum(b^2), b being the expected values.
+double nmse(std::span<const float> actual, std::span<const float> expected) {
+  double error = 0, energy = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const double diff = double(actual[i]) - double(expected[i]);
+    error += diff * diff;
+    energy += double(expected[i]) * double(expected[i]);
+  }
+  return energy > 0 ? error / energy : error;
+}
+
+// The first index of the largest value, as numpy's argmax.
+size_t argmax(std::span<const float> values) {
+  return static_cast<size_t>(std::max_element(values.begin(), values.end()) - values.begin());
+}
+
+// Row-by-row comparison of two [rows, width] matrices: the worst per-row NMSE against `bound`
+// and, for logits, the argmax of every row.
+void compare_rows(const std::string& what, std::span<const float> actual, std::span<const float> expected,
+                  size_t rows, size_t width, double bound, bool same_argmax) {
+  if (actual.size() != rows * width || expected.size() != rows * width)
+    return report(false, what,
+                  "sizes differ: " + std::to_string(actual.size()) + " vs " + std::to_string(expected.size()));
+  double worst = 0;
+  size_t worst_row = 0, argmax_mismatches = 0, first_mismatch = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const auto a = actual.subspan(r * width, width), b = expected.subspan(r * width, width);
+    // Written so that a NaN counts as the worst.
+    const double row_nmse = nmse(a, b);
+    if (!(row_nmse <= worst)) {
+      worst = row_nmse;
+      worst_row = r;
+    }
+    if (same_argmax && argmax(a) != argmax(b) && argmax_mismatches++ == 0) first_mismatch = r;
+  }
+  std::string detail = "max NMSE " + scientific(worst) + " (position " + std::to_string(worst_row) + ", bound " +
+                       scientific(bound) + ") over " + std::to_string(rows) + " positions";
+  if (same_argmax) {
+    detail += ", argmax equal at " + std::to_string(rows - argmax_mismatches) + "/" + std::to_string(rows);
+    if (argmax_mismatches > 0) detail += " (first difference at position " + std::to_string(first_mismatch) + ")";
+  }
+  report(worst <= bound && argmax_mismatches == 0, what, detail);
+}
+
+// Collects, per position, the activations the reference dumps: the embedding, layer 0's
+// attention output and residual stream, and the final norm. Keyed by the reference's names.
+class ActivationRecorder : public ActivationObserver {
+ public:
+  void on_activation(std::string_view name, uint32_t layer, size_t /*item*/, uint32_t position,
+                     std::span<const float> values) override {
+    std::string reference_name;
+    if (name == "embedding" || name == "final_norm") {
+      reference_name = name;
+    } else if (layer == 0 && name == "attention") {
+      reference_name = "layer0_attention";
+    } else if (layer == 0 && name == "layer_output") {
+      reference_name = "layer0_output";
+    } else {
+      return;
+    }
+    auto& rows = rows_[reference_name];
+    if (rows.size() <= position) rows.resize(position + 1);
+    rows[position].assign(values.begin(), values.end());
+  }
+
+  // Positions [0, count) of `reference_name` as one row-major matrix; empty if any is missing.
+  std::vector<float> matrix(const std::string& reference_name, size_t count) const {
+    const auto found = rows_.find(reference_name);
+    if (found == rows_.end() || found->second.size() < count) return {};
+    std::vector<float> out;
+    for (size_t p = 0; p < count; ++p) {
+      if (found->second[p].empty()) return {};
+      out.insert(out.end(), found->second[p].begin(), found->second[p].end());
+    }
+    return out;
+  }
+
+ private:
+  std::map<std::string, std::vector<std::vector<float>>> rows_;
+};
+
+std::string shell_quoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs the reference on `ids` (all positions, K/V rounded to BF16) into scratch/<label>/ and
+// returns that folder. Earlier outputs are removed first so that a failed run cannot leave
+// stale arrays to compare against.
+Expected<fs::path> run_reference(const Inputs& inputs, const std::string& label, std::span<const uint32_t> ids,
+                                 bool dump_intermediates) {
+  const fs::path dir = inputs.scratch / label;
+  std::error_code error;
+  fs::remove_all(dir, error);
+  fs::create_directories(dir, error);
+  if (error) return make_error("cannot create " + dir.string() + ": " + error.message());
+  const fs::path ids_path = dir / "ids.txt", log_path = dir / "reference.log";
+  {
+    std::ofstream ids_file(ids_path);
+    for (uint32_t id : ids) ids_file << id << '\n';
+    if (!ids_file) return make_error("cannot write " + ids_path.string());
+  }
+  const std::string command =
+      shell_quoted(inputs.python) + " " + shell_quoted(inputs.reference_script) + " --model " +
+      shell_quoted(inputs.hf_dir) + " --ids-file " + shell_quoted(ids_path.string()) +
+      " --all-positions --round-kv-bf16 --threads 1" + (dump_intermediates ? " --dump-intermediates" : "") +
+      " --out-dir " + shell_quoted(dir.string()) + " > " + shell_quoted(log_path.string()) + " 2>&1";
+  const auto start = std::chrono::steady_clock::now();
+  if (std::system(command.c_str()) != 0) {
+    auto log = read_text_file(log_path.string());
+    return make_error("the reference failed: " + command + "\n" + (log.ok() ? *log : log.message()));
+  }
+  std::printf("       reference on %zu tokens: %.1f s\n", ids.size(), seconds_since(start));
+  return dir;
+}
+
+// Loads `name`.npy as float32 and checks its shape is [rows, width].
+Expected<std::vector<float>> load_matrix(const fs::path& dir, const std::string& name, size_t rows, size_t width) {
+  const std::string path = (dir / (name + ".npy")).string();
+  auto array = npy::read_float32(path);
+  if (!array.ok()) return array.error();
+  if (array->shape != std::vector<size_t>{rows, width})
+    return make_error(path + ": shape is not [" + std::to_string(rows) + ", " + std::to_string(width) + "]");
+  return std::move(array->values);
+}
+
+// The reference echoes the ids it evaluated; they must be the ones Kipp tokenized.
+void check_echoed_ids(const std::string& what, const fs::path& dir, std::span<const uint32_t> ids) {
+  auto echoed = npy::read_int64((dir / "ids.npy").string());
+  if (!echoed.ok()) return report(false, what, echoed.message());
+  const bool same = echoed->shape == std::vector<size_t>{ids.size()} &&
+                    std::equal(ids.begin(), ids.end(), echoed->values.begin(),
+                               [](uint32_t kipp_id, int64_t reference_id) { return int64_t{kipp_id} == reference_id; });
+  report(same, what, same ? std::to_string(ids.size()) + " ids echoed" : "the reference evaluated other ids");
+}
+
+void compare_with_reference(const std::string& what, const fs::path& dir, const std::string& name,
+                            std::span<const float> actual, size_t rows, size_t width, bool same_argmax) {
+  auto expected = load_matrix(dir, name, rows, width);
+  if (!expected.ok()) return report(false, what, expected.message());
+  compare_rows(what, actual, *expected, rows, width, kReferenceNmse, same_argmax);
+}
+
+// The embedding is a BF16 row upcast to FP32 on both sides: it must be bit-exact.
+void check_embedding_exact(const std::string& what, const fs::path& dir, std::span<const float> actual, size_t rows,
+                           size_t width) {
+  auto expected = load_matrix(dir, "embedding", rows, width);
+  if (!expected.ok()) return report(false, what, expected.message());
+  if (actual.size() != expected->size()) return report(false, what, "not observed at every position");
+  size_t differing = 0;
+  for (size_t i = 0; i < actual.size(); ++i) differing += actual[i] != (*expected)[i];
+  report(differing == 0, what,
+         std::to_string(differing) + " of " + std::to_string(actual.size()) + " values differ, NMSE " +
+             scientific(nmse(actual, *expected)) + " (must be exact)");
+}
+
+std::unique_ptr<Session> new_session(Engine& engine, size_t positions) {
+  SessionOptions options;
+  // Only what the gate needs: the default (the model's whole context) would allocate GBs of K/V.
+  options.capacity = static_cast<uint32_t>(positions);
+  auto session = engine.create_session(options);
+  if (!session.ok()) {
+    report(false, "create a session", session.message());
+    return nullptr;
+  }
+  return std::move(*session);
+}
+
+std::vector<uint32_t> tokenize(const Engine& engine, const Prompt& prompt) {
+  auto ids = engine.tokenize(prompt.text);
+  if (!ids.ok()) {
+    report(false, prompt.label + ": tokenize", ids.message());
+    return {};
+  }
+  return std::move(*ids);
+}
+
+// (a) Every position's logits and the intermediates of one prompt against the reference.
+void gate_prompt(Engine& engine, const Inputs& inputs, const Prompt& prompt, std::span<const uint32_t> ids) {
+  const size_t n = ids.size(), vocab = engine.vocab_size(), hidden = engine.config().hidden_size;
+  auto session = new_session(engine, n);
+  if (!session) return;
+  ActivationRecorder recorder;
+  std::vector<float> logits(n * vocab);
+  const auto start = std::chrono::steady_clock::now();
+  engine.set_activation_observer(&recorder);
+  const Status evaluated = session->eval(ids, static_cast<uint32_t>(n), logits.data());
+  engine.set_activation_observer(nullptr);
+  if (!evaluated.ok()) return report(false, prompt.label + ": eval", evaluated.message());
+  std::printf("       %s: %zu tokens, Kipp prefill %.1f s\n", prompt.label.c_str(), n, seconds_since(start));
+
+  auto dir = run_reference(inputs, prompt.label, ids, /*dump_intermediates=*/true);
+  if (!dir.ok()) return report(false, prompt.label + ": reference", dir.message());
+  check_echoed_ids(prompt.label + ": reference ids", *dir, ids);
+  compare_with_reference(prompt.label + ": logits vs reference", *dir, "logits", logits, n, vocab, true);
+  check_embedding_exact(prompt.label + ": embedding vs reference", *dir, recorder.matrix("embedding", n), n, hidden);
+  for (const char* name : {"layer0_attention", "layer0_output", "final_norm"})
+    compare_with_reference(prompt.label + ": " + name + " vs reference", *dir, name, recorder.matrix(name, n), n,
+                           hidden, false);
+}
+
+// (b) Greedy decode through one session's cache against stateless recomputation and the reference.
+void gate_decode(Engine& engine, const Inputs& inputs, const Prompt& prompt, std::span<const uint32_t> prompt_ids) {
+  const size_t vocab = engine.vocab_size(), total = prompt_ids.size() + kDecodeSteps;
+  auto session = new_session(engine, total);
+  if (!session) return;
+  // Row p holds the logits after position p, from the prompt's eval or from a decode step.
+  std::vector<float> cached(total * vocab);
+  std::vector<uint32_t> sequence(prompt_ids.begin(), prompt_ids.end());
+  auto start = std::chrono::steady_clock::now();
+  Status evaluated = session->eval(prompt_ids, static_cast<uint32_t>(prompt_ids.size()), cached.data());
+  for (uint32_t step = 0; evaluated.ok() && step < kDecodeSteps; ++step) {
+    const size_t last = sequence.size() - 1;
+    sequence.push_back(static_cast<uint32_t>(argmax(std::span<const float>(cached).subspan(last * vocab, vocab))));
+    evaluated = session->eval(std::span<const uint32_t>(&sequence.back(), 1), 1, cached.data() + (last + 1) * vocab);
+  }
+  if (!evaluated.ok()) return report(false, "decode: eval", evaluated.message());
+  std::printf("       decode: %s prompt (%zu tokens) + %u greedy steps, Kipp %.1f s\n", prompt.label.c_str(),
+              prompt_ids.size(), kDecodeSteps, seconds_since(start));
+
+  std::vector<float> recomputed(total * vocab);
+  start = std::chrono::steady_clock::now();
+  const Status stateless = engine.eval_stateless(sequence, static_cast<uint32_t>(total), recomputed.data());
+  if (!stateless.ok()) return report(false, "decode: eval_stateless", stateless.message());
+  std::printf("       decode: stateless recomputation of %zu tokens %.1f s\n", total, seconds_since(start));
+  compare_rows("decode: cached steps vs stateless recomputation", cached, recomputed, total, vocab, kCacheNmse, true);
+
+  auto dir = run_reference(inputs, "decode", sequence, /*dump_intermediates=*/false);
+  if (!dir.ok()) return report(false, "decode: reference", dir.message());
+  check_echoed_ids("decode: reference ids", *dir, sequence);
+  compare_with_reference("decode: greedy continuation vs reference", *dir, "logits", cached, total, vocab, true);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR\n");
+    return 2;
+  }
+  const Inputs inputs{argv[1], argv[2], argv[3], argv[4], argv[5]};
+  const auto start = std::chrono::steady_clock::now();
+  auto engine = Engine::open(inputs.gguf);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "FAIL: %s\n", engine.message().c_str());
+    return 1;
+  }
+  std::printf("engine_gates: %s on the %s backend, reference %s\n", inputs.gguf.c_str(), (*engine)->backend().name(),
+              inputs.hf_dir.c_str());
+
+  const auto short_ids = tokenize(**engine, kShortPrompt);
+  const auto special_ids = tokenize(**engine, kSpecialPrompt);
+  const auto long_ids = tokenize(**engine, kLongPrompt);
+  // The prompts must keep covering what the gate claims to cover if their text changes.
+  const bool has_special = std::any_of(special_ids.begin(), special_ids.end(),
+                                       [&](uint32_t id) { return (*engine)->tokenizer().is_special_token(id); });
+  report(has_special, "special: contains special tokens", std::to_string(special_ids.size()) + " tokens");
+  report(long_ids.size() > 2 * kKvBlockPositions, "long: spans several K/V blocks",
+         std::to_string(long_ids.size()) + " tokens, blocks of " + std::to_string(kKvBlockPositions));
+
+  for (const auto& [prompt, ids] : {std::pair{&kShortPrompt, &short_ids}, std::pair{&kSpecialPrompt, &special_ids},
+                                    std::pair{&kLongPrompt, &long_ids}})
+    if (!ids->empty()) gate_prompt(**engine, inputs, *prompt, *ids);
+  if (!short_ids.empty()) gate_decode(**engine, inputs, kShortPrompt, short_ids);
+
+  std::printf("engine_gates: %d checks, %d failed, %.1f s\n", checks_run, checks_failed, seconds_since(start));
+  return checks_failed == 0 && checks_run > 0 ? 0 : 1;
+}
