@@ -1,1 +1,61 @@
-# kipp logits command tests.
+# kipp logits on the tiny GGUF (real Qwen3 tokenizer, vocabulary 151936; random weights, so
+# the values are not checked, only the format, the sizes and the agreement of the inputs).
+set(KIPP_TINY_VOCAB_BYTES 607744)  # 151936 float32
+set(KIPP_LOGITS_OUT ${CMAKE_CURRENT_BINARY_DIR}/cli_logits)
+file(MAKE_DIRECTORY ${KIPP_LOGITS_OUT})
+# One "  id value "piece"" line (CMake regexes have no {n} repetition).
+set(logit_line "  [0-9]+ -?[0-9]+\\.[0-9]+ \"[^\n]*\"\n")
+
+add_test(NAME cli_logits COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --prompt "Hello world")
+set_tests_properties(cli_logits PROPERTIES PASS_REGULAR_EXPRESSION
+                     "^tokens: 2\nargmax: [0-9]+ -?[0-9]+\\.[0-9]+ \"[^\n]*\"\ntop 5 \\(id value piece\\):\n${logit_line}${logit_line}${logit_line}${logit_line}${logit_line}$")
+# The argmax line repeats the first of the top 5.
+add_test(NAME cli_logits_argmax_is_top1
+         COMMAND sh -c "out=$(\"$0\" logits -m \"$1\" --no-verify --prompt \"Hello world\") && argmax=$(echo \"$out\" | sed -n 's/^argmax: //p') && top1=$(echo \"$out\" | sed -n '4s/^  //p') && [ -n \"$argmax\" ] && [ \"$argmax\" = \"$top1\" ] && echo agree"
+                 $<TARGET_FILE:kipp> ${KIPP_TINY_GGUF})
+set_tests_properties(cli_logits_argmax_is_top1 PROPERTIES PASS_REGULAR_EXPRESSION "^agree\n$")
+add_test(NAME cli_logits_all
+         COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --no-verify --ids 9707,1879 --all)
+set_tests_properties(cli_logits_all PROPERTIES PASS_REGULAR_EXPRESSION
+                     "argmax per position \\(position token: id value piece\\):\n  0 9707: [0-9]+ [^\n]*\n  1 1879: [0-9]+ [^\n]*\n$")
+
+# -o: one vocabulary row of float32, or one per position with --all.
+add_test(NAME cli_logits_output_size
+         COMMAND sh -c "\"$0\" logits -m \"$1\" --no-verify --prompt \"Hello world\" -o \"$2\" >/dev/null && stat -c %s \"$2\""
+                 $<TARGET_FILE:kipp> ${KIPP_TINY_GGUF} ${KIPP_LOGITS_OUT}/last.f32)
+set_tests_properties(cli_logits_output_size PROPERTIES PASS_REGULAR_EXPRESSION "^${KIPP_TINY_VOCAB_BYTES}\n$")
+math(EXPR three_rows_bytes "3 * ${KIPP_TINY_VOCAB_BYTES}")
+add_test(NAME cli_logits_all_output_size
+         COMMAND sh -c "\"$0\" logits -m \"$1\" --no-verify --prompt \"Hello world!\" --all -o \"$2\" >/dev/null && stat -c %s \"$2\""
+                 $<TARGET_FILE:kipp> ${KIPP_TINY_GGUF} ${KIPP_LOGITS_OUT}/all.f32)
+set_tests_properties(cli_logits_all_output_size PROPERTIES PASS_REGULAR_EXPRESSION "^${three_rows_bytes}\n$")
+
+# --prompt (special tokens parsed) and --ids of its tokens: the same output and the same file.
+add_test(NAME cli_logits_ids_equal_prompt
+         COMMAND sh -c "a=$(\"$0\" logits -m \"$1\" --no-verify --all --prompt \"$2\" -o \"$4/prompt.f32\" | grep -v ^wrote) && b=$(\"$0\" logits -m \"$1\" --no-verify --all --ids \"$3\" -o \"$4/ids.f32\" | grep -v ^wrote) && [ \"$a\" = \"$b\" ] && \"$5\" -E compare_files \"$4/prompt.f32\" \"$4/ids.f32\" && echo identical"
+                 $<TARGET_FILE:kipp> ${KIPP_TINY_GGUF} "<|im_start|>user\nHello world" "151644,872,198,9707,1879"
+                 ${KIPP_LOGITS_OUT} ${CMAKE_COMMAND})
+set_tests_properties(cli_logits_ids_equal_prompt PROPERTIES PASS_REGULAR_EXPRESSION "^identical\n$")
+
+# Errors: one line on stderr naming the problem.
+add_test(NAME cli_logits_empty_prompt COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --prompt "")
+set_tests_properties(cli_logits_empty_prompt PROPERTIES PASS_REGULAR_EXPRESSION "^kipp: error: --prompt is empty")
+add_test(NAME cli_logits_bad_id COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --ids 9707,x1)
+set_tests_properties(cli_logits_bad_id PROPERTIES PASS_REGULAR_EXPRESSION "^kipp: error: --ids: 'x1' is not a token id")
+add_test(NAME cli_logits_unknown_id COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --ids 9707,151936)
+set_tests_properties(cli_logits_unknown_id PROPERTIES PASS_REGULAR_EXPRESSION
+                     "^kipp: error: --ids: unknown token id 151936 \\(the vocabulary has 151936 tokens\\)\n$")
+add_test(NAME cli_logits_no_input COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF})
+set_tests_properties(cli_logits_no_input PROPERTIES PASS_REGULAR_EXPRESSION "^kipp: error: give exactly one of --prompt and --ids\n$")
+add_test(NAME cli_logits_cuda_refused COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --prompt hi --backend cuda)
+set_tests_properties(cli_logits_cuda_refused PROPERTIES PASS_REGULAR_EXPRESSION
+                     "^kipp: error: --backend cuda: kipp logits runs on the cpu backend only\n$")
+foreach(test cli_logits cli_logits_argmax_is_top1 cli_logits_all cli_logits_output_size cli_logits_all_output_size
+        cli_logits_ids_equal_prompt cli_logits_empty_prompt cli_logits_bad_id cli_logits_unknown_id cli_logits_no_input
+        cli_logits_cuda_refused)
+  set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 120)
+endforeach()
+
+add_test(NAME cli_logits_missing_model COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_MODELS}/no-such-model.gguf --prompt hi)
+set_tests_properties(cli_logits_missing_model PROPERTIES TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "^kipp: error: cannot open .*no-such-model.gguf: No such file or directory\n$")

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/token_ids.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -130,45 +131,12 @@ int run_tokenize(const TokenizeArgs& args) {
   return 0;
 }
 
-// "1,2,3", "1 2 3" or "[1, 2, 3]": ids separated by commas and/or whitespace.
-Expected<std::vector<uint32_t>> parse_ids(const std::string& text) {
-  std::vector<uint32_t> ids;
-  size_t i = 0;
-  auto separator = [](char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  std::string body = text;
-  if (!body.empty() && body.front() == '[' && body.back() == ']') body = body.substr(1, body.size() - 2);
-  while (i < body.size()) {
-    if (separator(body[i])) {
-      ++i;
-      continue;
-    }
-    size_t end = i;
-    while (end < body.size() && !separator(body[end])) ++end;
-    const std::string item = body.substr(i, end - i);
-    uint64_t value = 0;
-    bool valid = item.size() <= 10;
-    for (char c : item) {
-      if (c < '0' || c > '9') valid = false;
-      if (valid) value = value * 10 + static_cast<uint64_t>(c - '0');
-    }
-    if (!valid || value > UINT32_MAX) return make_error("--ids: '" + item + "' is not a token id (a number 0..4294967295)");
-    ids.push_back(static_cast<uint32_t>(value));
-    i = end;
-  }
-  return ids;
-}
-
 int run_detokenize(const std::string& model, const std::string& ids_text, bool no_verify) {
-  auto ids = parse_ids(ids_text);
+  auto ids = parse_token_ids(ids_text);
   if (!ids.ok()) return fail(ids.message());
   auto tokenizer = load_tokenizer(model, !no_verify);
   if (!tokenizer.ok()) return fail(tokenizer.message());
-  for (uint32_t id : *ids) {
-    if (id >= tokenizer->vocab_size()) {
-      return fail("unknown token id " + std::to_string(id) + " (the vocabulary has " +
-                  std::to_string(tokenizer->vocab_size()) + " tokens)");
-    }
-  }
+  if (Status known = check_token_ids(*ids, tokenizer->vocab_size()); !known.ok()) return fail(known.message());
   auto text = tokenizer->decode(*ids);
   if (!text.ok()) return fail(text.message());
   if (std::fwrite(text->data(), 1, text->size(), stdout) != text->size() || std::fflush(stdout) != 0) {

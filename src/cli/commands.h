@@ -16,6 +16,7 @@ void register_convert(CLI::App& app, Action& action);
 void register_inspect(CLI::App& app, Action& action);
 void register_pull(CLI::App& app, Action& action);
 void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
+void register_logits(CLI::App& app, Action& action);
 
 // Prints "kipp: error: <message>" on stderr and returns the failure exit code.
 int fail(const std::string& message);

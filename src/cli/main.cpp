@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   kipp::cli::register_convert(app, action);
   kipp::cli::register_inspect(app, action);
   kipp::cli::register_tokenize(app, action);
+  kipp::cli::register_logits(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

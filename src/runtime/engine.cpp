@@ -80,12 +80,12 @@ Status Engine::check_tokens(std::span<const uint32_t> tokens) const {
 Status Engine::eval_batch(std::span<const BatchItem> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     const BatchItem& item = items[i];
-    const std::string where = "batch item " + std::to_string(i) + ": ";
+    const std::string where = items.size() > 1 ? "batch item " + std::to_string(i) + ": " : std::string();
     if (item.session == nullptr) return make_error(where + "no session");
     if (&item.session->engine_ != this) return make_error(where + "the session belongs to another engine");
     for (size_t j = 0; j < i; ++j)
       if (items[j].session == item.session) return make_error(where + "the session appears twice in one batch");
-    KIPP_RETURN_IF_ERROR(with_context(check_tokens(item.tokens), where.substr(0, where.size() - 2)));
+    if (Status valid = check_tokens(item.tokens); !valid.ok()) return make_error(where + valid.message());
     if (item.logits_count > item.tokens.size())
       return make_error(where + "logits for " + std::to_string(item.logits_count) + " positions asked, only " +
                         std::to_string(item.tokens.size()) + " token(s) evaluated");
@@ -95,21 +95,24 @@ Status Engine::eval_batch(std::span<const BatchItem> items) {
       return make_error(where + "session would hold " + std::to_string(end) + " positions, its capacity is " +
                         std::to_string(item.session->capacity()));
   }
-  // Pooled sessions take their new blocks up front; on exhaustion the ones taken so far go back.
+  // Pooled sessions take their new blocks up front; on an error the ones taken so far go back.
   std::vector<size_t> table_sizes;
+  const auto give_back_new_blocks = [&] {
+    for (size_t j = 0; j < table_sizes.size(); ++j) {
+      Session& rolled_back = *items[j].session;
+      if (!rolled_back.pooled()) continue;
+      for (size_t b = table_sizes[j]; b < rolled_back.block_table_.size(); ++b)
+        pool_->release_private(rolled_back.block_table_[b]);
+      rolled_back.block_table_.resize(table_sizes[j]);
+    }
+  };
   for (size_t i = 0; i < items.size(); ++i) {
     Session& session = *items[i].session;
     table_sizes.push_back(session.block_table_.size());
     if (!session.pooled()) continue;
     const Status reserved = session.reserve(session.length() + static_cast<uint32_t>(items[i].tokens.size()));
     if (!reserved.ok()) {
-      for (size_t j = 0; j <= i; ++j) {
-        Session& rolled_back = *items[j].session;
-        if (!rolled_back.pooled()) continue;
-        for (size_t b = table_sizes[j]; b < rolled_back.block_table_.size(); ++b)
-          pool_->release_private(rolled_back.block_table_[b]);
-        rolled_back.block_table_.resize(table_sizes[j]);
-      }
+      give_back_new_blocks();
       return reserved;
     }
   }
@@ -119,7 +122,11 @@ Status Engine::eval_batch(std::span<const BatchItem> items) {
     KvStorage* storage = session.pooled() ? pool_storage_.get() : session.own_storage_.get();
     work.push_back(EvalItem{storage, session.block_table_, session.length(), item.tokens, item.logits_count, item.logits});
   }
-  KIPP_RETURN_IF_ERROR(backend_->eval(work));
+  // A failed step (a device error) must leave no session changed either, blocks included.
+  if (Status evaluated = backend_->eval(work); !evaluated.ok()) {
+    give_back_new_blocks();
+    return evaluated;
+  }
   for (const BatchItem& item : items) item.session->tokens_.insert(item.session->tokens_.end(), item.tokens.begin(), item.tokens.end());
   return ok_status();
 }
@@ -129,6 +136,7 @@ Status Engine::eval_stateless(std::span<const uint32_t> tokens, uint32_t logits_
   if (logits_count > tokens.size())
     return make_error("logits for " + std::to_string(logits_count) + " positions asked, only " +
                       std::to_string(tokens.size()) + " token(s) given");
+  if (logits_count > 0 && logits == nullptr) return make_error("no logits buffer");
   if (tokens.size() > config().context_length)
     return make_error(std::to_string(tokens.size()) + " tokens exceed the context length " +
                       std::to_string(config().context_length));
@@ -189,16 +197,26 @@ Status Session::truncate(uint32_t n) {
     const uint32_t keep_blocks = blocks_for(n);
     // A kept, partly cut block that is shared gets a private copy: it is about to be appended to.
     const bool copy_last = n % kBlock != 0 && keep_blocks <= shared_blocks_;
+    std::vector<uint32_t> dropped;  // shared blocks let go, root first (so leaves are evicted first)
     if (copy_last) {
-      std::vector<uint32_t> fresh;
-      KIPP_RETURN_IF_ERROR(pool_->acquire(1, fresh));
+      // The copy goes into a private block this cut frees when there is one, so truncating never
+      // fails for want of a block with a full pool; else into one from the pool, taken before
+      // anything changes so that an exhausted pool leaves the session as it was.
+      uint32_t copy = kNoBlock;
+      if (block_table_.size() > shared_blocks_) {
+        copy = block_table_.back();
+        block_table_.pop_back();
+      } else {
+        std::vector<uint32_t> fresh;
+        KIPP_RETURN_IF_ERROR(pool_->acquire(1, fresh));
+        copy = fresh[0];
+      }
       const uint32_t shared = block_table_[keep_blocks - 1];
-      engine_.pool_storage_->copy_block(shared, fresh[0]);
-      pool_->drop_references(std::span<const uint32_t>(&shared, 1));
-      block_table_[keep_blocks - 1] = fresh[0];
+      engine_.pool_storage_->copy_block(shared, copy);
+      dropped.push_back(shared);
+      block_table_[keep_blocks - 1] = copy;
     }
     const uint32_t still_shared = std::min(shared_blocks_, copy_last ? keep_blocks - 1 : keep_blocks);
-    std::vector<uint32_t> dropped;
     for (uint32_t b = keep_blocks; b < block_table_.size(); ++b) {
       if (b < shared_blocks_) {
         dropped.push_back(block_table_[b]);
