@@ -59,3 +59,19 @@ endforeach()
 add_test(NAME cli_logits_missing_model COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_MODELS}/no-such-model.gguf --prompt hi)
 set_tests_properties(cli_logits_missing_model PROPERTIES TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "^kipp: error: cannot open .*no-such-model.gguf: No such file or directory\n$")
+
+# Done-when of the engine issue: `kipp logits` prints the reference's argmax on both synthetic
+# models (the 0.6b one has Qwen3-0.6B's exact shapes).
+foreach(model tiny qwen3-0.6b)
+  if(model STREQUAL "tiny")
+    set(fixture tiny_hf)
+  else()
+    set(fixture hf_06b)
+  endif()
+  add_test(NAME cli_logits_vs_reference_${model}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/logits_cli_vs_reference.sh $<TARGET_FILE:kipp>
+                   ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${CMAKE_SOURCE_DIR}/tools/torch_reference.py
+                   ${CMAKE_BINARY_DIR}/gates/cli-${model})
+  set_tests_properties(cli_logits_vs_reference_${model} PROPERTIES FIXTURES_REQUIRED "${fixture};gguf_${model}_bf16"
+                       TIMEOUT 600 RESOURCE_LOCK big_memory PASS_REGULAR_EXPRESSION "PASS")
+endforeach()
