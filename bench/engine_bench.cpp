@@ -73,6 +73,9 @@ int main(int argc, char** argv) {
 
   nlohmann::json result;
   result["machine"] = {{"cpu", kipp::bench::cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
+  std::string command = "build/release/bench/engine_bench";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  result["command"] = command;
   result["model"] = model_path;
   result["rss_at_start"] = resident_memory();
 

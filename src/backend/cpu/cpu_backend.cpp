@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/kernels.h"
@@ -24,18 +25,22 @@ struct PreparedLayer {
 class CpuKvStorage final : public KvStorage {
  public:
   CpuKvStorage(uint32_t num_blocks, size_t block_elements)
-      : num_blocks_(num_blocks), block_elements_(block_elements), data_(num_blocks * block_elements) {}
+      : num_blocks_(num_blocks),
+        block_elements_(block_elements),
+        // Not value-initialized: every position is written before it is read, and untouched
+        // pages of a large session or pool stay uncommitted until used.
+        data_(std::make_unique_for_overwrite<uint16_t[]>(num_blocks * block_elements)) {}
   uint32_t num_blocks() const override { return num_blocks_; }
-  uint64_t bytes() const override { return data_.size() * sizeof(uint16_t); }
+  uint64_t bytes() const override { return uint64_t{num_blocks_} * block_elements_ * sizeof(uint16_t); }
   void copy_block(uint32_t from, uint32_t to) override {
     std::copy_n(block(from), block_elements_, block(to));
   }
-  uint16_t* block(uint32_t index) { return data_.data() + size_t{index} * block_elements_; }
+  uint16_t* block(uint32_t index) { return data_.get() + size_t{index} * block_elements_; }
 
  private:
   uint32_t num_blocks_;
   size_t block_elements_;
-  std::vector<uint16_t> data_;
+  std::unique_ptr<uint16_t[]> data_;
 };
 
 Expected<WeightMatrix> prepare_matrix(const TensorView& view) {
