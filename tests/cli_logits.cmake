@@ -3,12 +3,12 @@
 set(KIPP_TINY_VOCAB_BYTES 607744)  # 151936 float32
 set(KIPP_LOGITS_OUT ${CMAKE_CURRENT_BINARY_DIR}/cli_logits)
 file(MAKE_DIRECTORY ${KIPP_LOGITS_OUT})
-# One "  id value "piece"" line (CMake regexes have no {n} repetition).
+# One "  id value "text"" line (CMake regexes have no {n} repetition).
 set(logit_line "  [0-9]+ -?[0-9]+\\.[0-9]+ \"[^\n]*\"\n")
 
 add_test(NAME cli_logits COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --prompt "Hello world")
 set_tests_properties(cli_logits PROPERTIES PASS_REGULAR_EXPRESSION
-                     "^tokens: 2\nargmax: [0-9]+ -?[0-9]+\\.[0-9]+ \"[^\n]*\"\ntop 5 \\(id value piece\\):\n${logit_line}${logit_line}${logit_line}${logit_line}${logit_line}$")
+                     "^tokens: 2\nargmax: [0-9]+ -?[0-9]+\\.[0-9]+ \"[^\n]*\"\ntop 5 \\(id value text\\):\n${logit_line}${logit_line}${logit_line}${logit_line}${logit_line}$")
 # The argmax line repeats the first of the top 5.
 add_test(NAME cli_logits_argmax_is_top1
          COMMAND sh -c "out=$(\"$0\" logits -m \"$1\" --no-verify --prompt \"Hello world\") && argmax=$(echo \"$out\" | sed -n 's/^argmax: //p') && top1=$(echo \"$out\" | sed -n '4s/^  //p') && [ -n \"$argmax\" ] && [ \"$argmax\" = \"$top1\" ] && echo agree"
@@ -17,7 +17,7 @@ set_tests_properties(cli_logits_argmax_is_top1 PROPERTIES PASS_REGULAR_EXPRESSIO
 add_test(NAME cli_logits_all
          COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --no-verify --ids 9707,1879 --all)
 set_tests_properties(cli_logits_all PROPERTIES PASS_REGULAR_EXPRESSION
-                     "argmax per position \\(position token: id value piece\\):\n  0 9707: [0-9]+ [^\n]*\n  1 1879: [0-9]+ [^\n]*\n$")
+                     "argmax per position \\(position token: id value text\\):\n  0 9707: [0-9]+ [^\n]*\n  1 1879: [0-9]+ [^\n]*\n$")
 
 # -o: one vocabulary row of float32, or one per position with --all.
 add_test(NAME cli_logits_output_size

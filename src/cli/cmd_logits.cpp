@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/escape.h"
 #include "cli/token_ids.h"
 #include "core/files.h"
 #include "runtime/engine.h"
@@ -55,12 +56,12 @@ std::vector<uint32_t> top_ids(std::span<const float> logits, size_t count) {
   return ids;
 }
 
-// "id value "piece"" for one token of `row`.
+// "id value "text"" for one token of `row`, its text escaped (a token may be partial UTF-8).
 std::string describe(const Engine& engine, std::span<const float> row, uint32_t id) {
-  auto piece = engine.tokenizer().token_to_piece(id);
+  auto text = engine.tokenizer().decode(std::span<const uint32_t>(&id, 1));
   char value[32];
   std::snprintf(value, sizeof value, "%.6f", static_cast<double>(row[id]));
-  return std::to_string(id) + " " + value + " \"" + (piece.ok() ? *piece : "?") + "\"";
+  return std::to_string(id) + " " + value + " \"" + (text.ok() ? escape_text(*text) : "?") + "\"";
 }
 
 Status write_logits(const std::string& path, std::span<const float> logits) {
@@ -113,10 +114,10 @@ int run_logits(const LogitsArgs& args) {
   const auto last = row(rows - 1);
   std::printf("tokens: %u\n", count);
   std::printf("argmax: %s\n", describe(**engine, last, top_ids(last, 1)[0]).c_str());
-  std::printf("top %zu (id value piece):\n", kTopCount);
+  std::printf("top %zu (id value text):\n", kTopCount);
   for (uint32_t id : top_ids(last, kTopCount)) std::printf("  %s\n", describe(**engine, last, id).c_str());
   if (args.all_positions) {
-    std::printf("argmax per position (position token: id value piece):\n");
+    std::printf("argmax per position (position token: id value text):\n");
     for (uint32_t r = 0; r < rows; ++r)
       std::printf("  %u %u: %s\n", r, tokens[r], describe(**engine, row(r), top_ids(row(r), 1)[0]).c_str());
   }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/escape.h"
 #include "cli/token_ids.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -36,29 +37,6 @@ Expected<std::string> read_input(const std::string& path) {
   out << in.rdbuf();
   if (in.bad()) return make_error("cannot read " + path);
   return out.str();
-}
-
-// Bytes as a C-style literal body: printable ASCII as is, \n \r \t \\ \", the rest \xNN.
-std::string escape_bytes(const std::string& bytes) {
-  std::string out;
-  for (unsigned char c : bytes) {
-    switch (c) {
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      default:
-        if (c >= 0x20 && c < 0x7f) {
-          out += static_cast<char>(c);
-        } else {
-          char buffer[8];
-          std::snprintf(buffer, sizeof buffer, "\\x%02X", c);
-          out += buffer;
-        }
-    }
-  }
-  return out;
 }
 
 // `text` padded with spaces to `width` characters (code points, so "Ġworld" lines up).
