@@ -8,12 +8,16 @@
 // (b) Cached decode: a prompt and then greedy tokens one at a time through one session give
 //     the logits of a stateless (no-cache) evaluation of the whole final sequence (same argmax,
 //     NMSE <= 1e-6), and the greedy continuation agrees with the reference on that sequence.
+// (c)-(g) on the same real model, bitwise: exact capacity and overflow, a scrambled block
+//     table, a pooled session adopting a published prefix, a batch of three sessions, and
+//     multi-row logits against one position at a time, all equal to the plain evaluation.
 // One line per check with the measured NMSE, then a summary; the exit status is non-zero if
 // any check failed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -314,6 +318,117 @@ void gate_decode(Engine& engine, const Inputs& inputs, const Prompt& prompt, std
   compare_with_reference("decode: greedy continuation vs reference", *dir, "logits", cached, total, vocab, true);
 }
 
+bool bitwise_equal(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
+// All positions' logits of `ids` in one session made with `options`; empty on an error.
+std::vector<float> all_rows(Engine& engine, std::span<const uint32_t> ids, SessionOptions options,
+                            const std::string& what) {
+  std::vector<float> logits(ids.size() * engine.vocab_size());
+  auto session = engine.create_session(options);
+  Status evaluated = session.ok() ? (*session)->eval(ids, static_cast<uint32_t>(ids.size()), logits.data())
+                                  : Status(session.error());
+  if (!evaluated.ok()) {
+    report(false, what, evaluated.message());
+    return {};
+  }
+  return logits;
+}
+
+// (c)-(g): the cache's bookkeeping must never change a logit on the real model.
+void gate_invariants(Engine& engine, std::span<const uint32_t> short_ids, std::span<const uint32_t> special_ids,
+                     std::span<const uint32_t> long_ids) {
+  const size_t vocab = engine.vocab_size(), n = long_ids.size();
+  const uint32_t blocks = static_cast<uint32_t>((n + kKvBlockPositions - 1) / kKvBlockPositions);
+  SessionOptions plain;
+  plain.capacity = static_cast<uint32_t>(n);
+  const std::vector<float> expected = all_rows(engine, long_ids, plain, "invariants: plain eval");
+  if (expected.empty()) return;
+  const auto expected_row = [&](size_t p) { return std::span<const float>(expected).subspan(p * vocab, vocab); };
+
+  // (c) A session of exactly the prompt's capacity takes it and refuses one more token.
+  {
+    auto session = new_session(engine, short_ids.size());
+    if (!session) return;
+    const Status filled = session->eval(short_ids, 0, nullptr);
+    const Status overflow = session->eval(short_ids.first(1), 0, nullptr);
+    report(filled.ok() && !overflow.ok() && session->length() == short_ids.size(), "invariants: exact capacity",
+           filled.ok() ? "overflow: " + (overflow.ok() ? std::string("accepted") : overflow.message())
+                       : filled.message());
+  }
+  // (d) Logical block b in physical block order[b], reversed.
+  SessionOptions scrambled = plain;
+  for (uint32_t b = 0; b < blocks; ++b) scrambled.block_order.push_back(blocks - 1 - b);
+  report(bitwise_equal(all_rows(engine, long_ids, scrambled, "invariants: scrambled eval"), expected),
+         "invariants: reversed block table vs identity", std::to_string(blocks) + " blocks, all positions");
+
+  // (g) Every row of the multi-row eval equals one-token-at-a-time evaluation.
+  {
+    auto session = new_session(engine, n);
+    if (!session) return;
+    std::vector<float> row(vocab);
+    size_t differing = 0;
+    for (size_t p = 0; p < n; ++p) {
+      const Status step = session->eval(long_ids.subspan(p, 1), 1, row.data());
+      if (!step.ok()) return report(false, "invariants: single-token eval", step.message());
+      if (!bitwise_equal(row, expected_row(p))) ++differing;
+    }
+    report(differing == 0, "invariants: multi-row logits vs one position at a time",
+           std::to_string(differing) + " of " + std::to_string(n) + " rows differ");
+  }
+  // (f) One batch of three sessions of different lengths vs each alone.
+  {
+    const std::vector<std::span<const uint32_t>> prompts{short_ids, special_ids, long_ids};
+    std::vector<std::unique_ptr<Session>> sessions;
+    std::vector<std::vector<float>> batched, alone;
+    std::vector<BatchItem> items;
+    for (const auto& ids : prompts) {
+      sessions.push_back(new_session(engine, ids.size()));
+      if (!sessions.back()) return;
+      batched.emplace_back(ids.size() * vocab);
+      SessionOptions exact;
+      exact.capacity = static_cast<uint32_t>(ids.size());
+      alone.push_back(all_rows(engine, ids, exact, "invariants: isolated eval"));
+    }
+    for (size_t i = 0; i < prompts.size(); ++i)
+      items.push_back(BatchItem{sessions[i].get(), prompts[i], static_cast<uint32_t>(prompts[i].size()), batched[i].data()});
+    const Status evaluated = engine.eval_batch(items);
+    if (!evaluated.ok()) return report(false, "invariants: eval_batch", evaluated.message());
+    const bool equal = bitwise_equal(batched[0], alone[0]) && bitwise_equal(batched[1], alone[1]) &&
+                       bitwise_equal(batched[2], alone[2]);
+    report(equal, "invariants: eval_batch of 3 sessions vs isolated", "all positions of each");
+  }
+}
+
+// (e) A pooled session that adopts a published prefix computes the same logits as one that
+// evaluated everything itself.
+void gate_pooled(const std::string& gguf, std::span<const uint32_t> long_ids, std::span<const float> expected_last) {
+  EngineOptions options;
+  options.pool_blocks = 8;
+  options.verify_content_hash = false;
+  auto engine = Engine::open(gguf, options);
+  if (!engine.ok()) return report(false, "pooled: open", engine.message());
+  SessionOptions pooled;
+  pooled.pooled = true;
+  pooled.capacity = static_cast<uint32_t>(long_ids.size());
+  auto first = (*engine)->create_session(pooled);
+  auto second = (*engine)->create_session(pooled);
+  if (!first.ok() || !second.ok()) return report(false, "pooled: create sessions", "failed");
+  Status status = (*first)->eval(long_ids, 0, nullptr);
+  if (!status.ok()) return report(false, "pooled: first eval", status.message());
+  (*first)->reset();
+  auto adopted = (*second)->match_prefix(long_ids);
+  if (!adopted.ok()) return report(false, "pooled: match_prefix", adopted.message());
+  std::vector<float> last((*engine)->vocab_size());
+  const size_t expected_adopted = (long_ids.size() - 1) / kKvBlockPositions * kKvBlockPositions;
+  status = (*second)->eval(long_ids.subspan(*adopted), 1, last.data());
+  if (!status.ok()) return report(false, "pooled: eval after match_prefix", status.message());
+  report(*adopted == expected_adopted && bitwise_equal(last, expected_last),
+         "pooled: shared prefix vs unshared", "adopted " + std::to_string(*adopted) + " positions (expected " +
+                                                  std::to_string(expected_adopted) + "), last logits compared bitwise");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -345,6 +460,13 @@ int main(int argc, char** argv) {
                                     std::pair{&kLongPrompt, &long_ids}})
     if (!ids->empty()) gate_prompt(**engine, inputs, *prompt, *ids);
   if (!short_ids.empty()) gate_decode(**engine, inputs, kShortPrompt, short_ids);
+  if (!short_ids.empty() && !special_ids.empty() && !long_ids.empty()) {
+    gate_invariants(**engine, short_ids, special_ids, long_ids);
+    std::vector<float> last((*engine)->vocab_size());
+    const Status status = (*engine)->eval_stateless(long_ids, 1, last.data());
+    if (status.ok()) gate_pooled(inputs.gguf, long_ids, last);
+    else report(false, "pooled: stateless eval", status.message());
+  }
 
   std::printf("engine_gates: %d checks, %d failed, %.1f s\n", checks_run, checks_failed, seconds_since(start));
   return checks_failed == 0 && checks_run > 0 ? 0 : 1;

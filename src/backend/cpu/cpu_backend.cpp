@@ -54,7 +54,7 @@ Expected<WeightMatrix> prepare_matrix(const TensorView& view) {
 Expected<std::vector<float>> prepare_vector(const TensorView& view) {
   KIPP_ASSIGN_OR_RETURN(WeightMatrix w, prepare_matrix(view));
   std::vector<float> values(view.cols * view.rows);
-  for (size_t r = 0; r < w.rows; ++r) kernels::ref::dequantize_row(w, r, values.data() + r * w.cols);
+  for (size_t r = 0; r < w.rows; ++r) kernels::cpu_kernels().dequantize_row(w, r, values.data() + r * w.cols);
   return values;
 }
 
