@@ -1,0 +1,44 @@
+// Chat rendering: conversations to prompt text. Qwen3 checkpoints are rendered by a native
+// renderer that reproduces their own chat_template byte for byte; models trained here record
+// one of the named formats in the GGUF (kipp.chat_format).
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace kipp {
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant", "tool"
+  std::string content;
+  std::optional<std::string> reasoning_content;  // assistant thinking, if given separately
+};
+
+struct ChatOptions {
+  bool add_generation_prompt = true;
+  bool enable_thinking = true;  // Qwen3: false renders the empty think block
+};
+
+enum class ChatFormat { Qwen3, ChatML, Llama2, Llama3, Mistral, Alpaca };
+
+std::string_view chat_format_name(ChatFormat format);
+Expected<ChatFormat> parse_chat_format(std::string_view name);
+
+// The model's chat format: Qwen3 for an instruct checkpoint with Qwen3's template, the recorded
+// kipp.chat_format for a model trained here; an error for base checkpoints (no chat).
+Expected<ChatFormat> chat_format_of(const Model& model);
+
+// Unsupported roles or content are an error naming the message index.
+Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage> messages,
+                                  const ChatOptions& options = {});
+
+// Parses an OpenAI-style messages array (JSON text).
+Expected<std::vector<ChatMessage>> parse_chat_messages(std::string_view json_text);
+
+}  // namespace kipp
