@@ -9,7 +9,9 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev
   # libraries the code uses
-  nlohmann-json3-dev libcli11-dev libssl-dev libcurl4-openssl-dev libxxhash-dev libpcre2-dev libutf8proc-dev
+  nlohmann-json3-dev libcli11-dev libssl-dev libcurl4-openssl-dev libxxhash-dev libpcre2-dev libutf8proc-dev libedit-dev
+  # interactive `kipp chat` is tested under tmux
+  tmux
   # tooling: PyTorch reference, synthetic checkpoints, test fixtures
   python3 python3-numpy python3-torch libopenblas0-openmp
   curl ca-certificates
