@@ -10,15 +10,12 @@
 
 #include "gguf_blueprint.h"
 #include "kipp.h"
-#include "model/tokenizer_metadata.h"
 #include "runtime/engine.h"
 #include "tokenizer_fixtures.h"
 
 namespace kipp {
 namespace {
 
-using testing::micro_blueprint;
-using testing::micro_config;
 using testing::TempDir;
 namespace small = testing::small;
 
@@ -27,20 +24,7 @@ constexpr uint32_t kPoolBlocks = 8;
 
 // The micro model with the small hand-made byte-level tokenizer (the engine builds a
 // tokenizer on open, so the vocabulary must be a real byte-level one).
-Status write_micro_model(const std::string& path) {
-  ModelConfig config = micro_config();
-  config.vocab_size = kVocab;
-  testing::GgufBlueprint blueprint = micro_blueprint(config);
-  TokenizerMetadata tokenizer = testing::small_tokenizer_metadata();
-  // The special ids must agree with the config the file records.
-  tokenizer.bos_token_id = config.bos_token_id;
-  tokenizer.eos_token_id = config.eos_token_id;
-  tokenizer.padding_token_id = config.bos_token_id;
-  GgufWriter writer;
-  add_tokenizer_metadata(writer, tokenizer);
-  for (const GgufMetadataEntry& entry : writer.metadata()) blueprint.set(entry.key, entry.value);
-  return blueprint.write(path);
-}
+Status write_micro_model(const std::string& path) { return testing::engine_blueprint().write(path); }
 
 // Deterministic in-vocabulary ids.
 std::vector<uint32_t> some_tokens(size_t count, uint32_t seed = 7) {

@@ -19,24 +19,20 @@
 #include <vector>
 
 #include "gguf_blueprint.h"
-#include "model/tokenizer_metadata.h"
 #include "tokenizer_fixtures.h"
 #include "runtime/engine.h"
 
 namespace kipp {
 namespace {
 
-using testing::GgufBlueprint;
-using testing::micro_blueprint;
 using testing::micro_config;
 using testing::TempDir;
 
 constexpr uint32_t kBlock = kKvBlockPositions;
 
-// The micro model with one change: an engine builds its tokenizer on open, and a byte-level
-// BPE needs its 256 byte tokens, which micro_config()'s vocabulary of 80 cannot hold. So the
-// vocabulary is the small test tokenizer's (274 ids, eos <|im_start|>); every other dimension
-// is micro_config()'s (context length 256).
+// The micro model's config as testing::engine_blueprint writes it: the small test tokenizer's
+// vocabulary (274 ids, eos <|im_start|>); every other dimension is micro_config()'s (context
+// length 256).
 ModelConfig engine_model_config() {
   ModelConfig config = micro_config();
   config.vocab_size = testing::small::kVocab;
@@ -44,25 +40,12 @@ ModelConfig engine_model_config() {
   return config;
 }
 
-GgufBlueprint engine_model_blueprint() {
-  const ModelConfig config = engine_model_config();
-  GgufBlueprint blueprint = micro_blueprint(config);
-  TokenizerMetadata tokenizer = testing::small_tokenizer_metadata();
-  tokenizer.bos_token_id = config.bos_token_id;
-  tokenizer.eos_token_id = config.eos_token_id;
-  tokenizer.padding_token_id = config.bos_token_id;
-  GgufWriter writer;
-  add_tokenizer_metadata(writer, tokenizer);
-  for (const GgufMetadataEntry& entry : writer.metadata()) blueprint.set(entry.key, entry.value);
-  return blueprint;
-}
-
 // Written once for the whole binary (a few tens of kB; sessions are cheap on it).
 const std::string& micro_model_path() {
   static const std::unique_ptr<TempDir> dir = std::make_unique<TempDir>();
   static const std::string path = [] {
     const std::string file = dir->file("micro.gguf");
-    const Status written = engine_model_blueprint().write(file);
+    const Status written = testing::engine_blueprint(engine_model_config()).write(file);
     EXPECT_TRUE(written.ok()) << written.message();
     return file;
   }();

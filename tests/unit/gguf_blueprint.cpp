@@ -9,6 +9,7 @@
 #include "format/quant.h"
 #include "model/content_hash.h"
 #include "model/tokenizer_metadata.h"
+#include "tokenizer_fixtures.h"
 
 namespace kipp::testing {
 
@@ -159,6 +160,20 @@ GgufBlueprint micro_blueprint(const ModelConfig& config, QuantScheme scheme) {
   for (const auto& spec : expected_tensors(config, scheme)) {
     blueprint.tensors.push_back({spec.gguf_name, spec.dims, spec.type, random_tensor_bytes(spec, rng)});
   }
+  return blueprint;
+}
+
+GgufBlueprint engine_blueprint(ModelConfig config) {
+  config.vocab_size = small::kVocab;
+  GgufBlueprint blueprint = micro_blueprint(config);
+  TokenizerMetadata tokenizer = small_tokenizer_metadata();
+  // The special ids must agree with the config the file records.
+  tokenizer.bos_token_id = config.bos_token_id;
+  tokenizer.eos_token_id = config.eos_token_id;
+  tokenizer.padding_token_id = config.bos_token_id;
+  GgufWriter writer;
+  add_tokenizer_metadata(writer, tokenizer);
+  for (const GgufMetadataEntry& entry : writer.metadata()) blueprint.set(entry.key, entry.value);
   return blueprint;
 }
 

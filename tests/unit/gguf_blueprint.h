@@ -40,6 +40,11 @@ ModelConfig micro_config();
 std::string hf_config_json(const ModelConfig& config);
 // A valid local-provenance blueprint with deterministic random weights.
 GgufBlueprint micro_blueprint(const ModelConfig& config = micro_config(), QuantScheme scheme = QuantScheme::BF16);
+// micro_blueprint with a complete byte-level tokenizer (vocab testing::small::kVocab) so
+// Engine::open accepts it: config's vocab_size becomes small::kVocab (an engine builds its
+// tokenizer on open, and a byte-level BPE needs its 256 byte tokens, which micro_config()'s
+// 80 cannot hold); the tokenizer's special ids are config's.
+GgufBlueprint engine_blueprint(ModelConfig config = micro_config());
 
 // A fresh directory under the system temp dir, removed by the destructor.
 class TempDir {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "float_formats.h"
 #include "format/quant.h"
 #include "kernels/ref/ops.h"
 #include "kernels/weights.h"
@@ -28,6 +29,7 @@
 namespace {
 
 using kipp::GgmlType;
+using kipp::testing::decode_f16;
 using kipp::kernels::KvLayerView;
 using kipp::kernels::WeightMatrix;
 namespace ref = kipp::kernels::ref;
@@ -45,21 +47,6 @@ uint32_t float_bits(float value) { return std::bit_cast<uint32_t>(value); }
 
 // bf16 bits -> value, from the format's definition (the top half of a binary32).
 double decode_bf16(uint16_t bits) { return static_cast<double>(std::bit_cast<float>(uint32_t{bits} << 16)); }
-
-// fp16 bits -> value, from the IEEE 754 binary16 definition.
-double decode_f16(uint16_t bits) {
-  const int exponent = (bits >> 10) & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  double magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(mantissa, -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  } else {
-    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
-  }
-  return (bits & 0x8000) ? -magnitude : magnitude;
-}
 
 // The nearest bf16 of a finite float, ties to the even pattern, chosen by comparing distances
 // in double (exact here: both candidates and the value are floats).

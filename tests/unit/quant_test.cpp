@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "float_formats.h"
 #include "format/quant.h"
 
 namespace {
@@ -18,23 +19,9 @@ namespace {
 using kipp::BlockAffine4;
 using kipp::BlockQ8_0;
 using kipp::kQuantBlock;
+using kipp::testing::decode_f16;
 
 constexpr double kMaxHalf = 65504.0;
-
-// fp16 bits -> value, from the IEEE 754 binary16 definition.
-double decode_half(uint16_t bits) {
-  const int exponent = (bits >> 10) & 0x1f;
-  const int mantissa = bits & 0x3ff;
-  double magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(mantissa, -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-  } else {
-    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
-  }
-  return (bits & 0x8000) ? -magnitude : magnitude;
-}
 
 // Nearest fp16 value (ties to even) of a finite v with |v| <= 65504.
 double round_to_half(double v) {
@@ -99,7 +86,7 @@ void check_q8_0_block(const float* x, const std::string& label) {
   float decoded[kQuantBlock];
   kipp::dequantize_q8_0(&block, decoded, kQuantBlock);
   const ExpectedQ8 expected = expect_q8_0(x);
-  ASSERT_EQ(decode_half(block.scale_f16), expected.d16) << label;
+  ASSERT_EQ(decode_f16(block.scale_f16), expected.d16) << label;
   double amax = 0.0;
   for (size_t i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(static_cast<double>(x[i])));
   const double bound = expected.d16 / 2 + 127.0 * std::fabs(amax / 127.0 - expected.d16);
@@ -116,8 +103,8 @@ void check_affine4_block(const float* x, const std::string& label) {
   float decoded[kQuantBlock];
   kipp::dequantize_affine4(&block, decoded, kQuantBlock);
   const ExpectedAffine4 expected = expect_affine4(x);
-  ASSERT_EQ(decode_half(block.scale_f16), expected.d16) << label;
-  ASSERT_EQ(decode_half(block.min_f16), expected.m16) << label;
+  ASSERT_EQ(decode_f16(block.scale_f16), expected.d16) << label;
+  ASSERT_EQ(decode_f16(block.min_f16), expected.m16) << label;
   const double lo = *std::min_element(x, x + kQuantBlock);
   const double hi = *std::max_element(x, x + kQuantBlock);
   const double d_exact = (hi - lo) / 15.0;
@@ -364,7 +351,7 @@ TEST(QuantQ8_0, NonFiniteInputs) {
   x[3] = -std::numeric_limits<float>::infinity();
   BlockQ8_0 block{};
   kipp::quantize_q8_0(x.data(), &block, kQuantBlock);
-  EXPECT_EQ(decode_half(block.scale_f16), round_to_half(1.0f / 127.0f));  // from the finite values
+  EXPECT_EQ(decode_f16(block.scale_f16), round_to_half(1.0f / 127.0f));  // from the finite values
   EXPECT_EQ(block.q[0], 127);
   EXPECT_EQ(block.q[1], 0);     // NaN quantized as 0
   EXPECT_EQ(block.q[2], 127);   // +inf saturates
@@ -386,8 +373,8 @@ TEST(QuantAffine4, NonFiniteInputs) {
   x[3] = -std::numeric_limits<float>::infinity();
   BlockAffine4 block{};
   kipp::quantize_affine4(x.data(), &block, kQuantBlock);
-  EXPECT_EQ(decode_half(block.min_f16), -1.0);
-  const double d16 = decode_half(block.scale_f16);
+  EXPECT_EQ(decode_f16(block.min_f16), -1.0);
+  const double d16 = decode_f16(block.scale_f16);
   EXPECT_EQ(d16, round_to_half(3.0f / 15.0f));
   EXPECT_EQ(nibble(block, 1), static_cast<int>(round_away(1.0 / d16)));  // NaN quantized as 0.0
   EXPECT_EQ(nibble(block, 2), 15);

@@ -1,0 +1,1 @@
+# chat_cli tests (see tests/CMakeLists.txt).

@@ -1,0 +1,1 @@
+# chat_template tests (see tests/CMakeLists.txt).

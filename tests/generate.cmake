@@ -1,0 +1,1 @@
+# generate tests (see tests/CMakeLists.txt).
