@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -30,9 +31,9 @@ using testing::TempDir;
 
 constexpr uint32_t kBlock = kKvBlockPositions;
 
-// The micro model's config as testing::engine_blueprint writes it: the small test tokenizer's
-// vocabulary (274 ids, eos <|im_start|>); every other dimension is micro_config()'s (context
-// length 256).
+// The engine tests' model: micro_config() with the small test tokenizer's vocabulary (274 ids,
+// as testing::engine_blueprint requires) and eos <|im_start|>; every other dimension is
+// micro_config()'s (context length 256).
 ModelConfig engine_model_config() {
   ModelConfig config = micro_config();
   config.vocab_size = testing::small::kVocab;
@@ -350,6 +351,32 @@ class EnginePoolTest : public EngineTest {
   static std::unique_ptr<Session> pooled_session(Engine& engine) {
     return new_session(engine, pooled_options());
   }
+  // Evaluates `tokens` in a pooled session that then closes, publishing its full blocks.
+  void publish(Engine& engine, std::span<const uint32_t> tokens) {
+    auto writer = pooled_session(engine);
+    eval(*writer, tokens);
+  }
+  // Evaluates the rest of `tokens` in `session`, which holds their first `from`: its logits must
+  // equal those a private session gives for the same positions.
+  ::testing::AssertionResult continues_like_private(Engine& engine, Session& session,
+                                                    std::span<const uint32_t> tokens, uint32_t from) {
+    const auto rest = static_cast<uint32_t>(tokens.size() - from);
+    return bitwise_equal(rows_of(all_logits_private(engine, tokens), from, rest),
+                         eval(session, tokens.subspan(from), rest));
+  }
+  // A new pooled session that has adopted the published prefix of `tokens`: a failed adoption,
+  // or one of other than `positions` positions where given, is a test failure.
+  static std::unique_ptr<Session> adopting_session(Engine& engine, std::span<const uint32_t> tokens,
+                                                   std::optional<uint32_t> positions = std::nullopt) {
+    auto session = pooled_session(engine);
+    const auto adopted = session->match_prefix(tokens);
+    if (!adopted.ok()) {
+      ADD_FAILURE() << adopted.message();
+    } else if (positions) {
+      EXPECT_EQ(*adopted, *positions);
+    }
+    return session;
+  }
 };
 
 TEST_F(EnginePoolTest, PooledSessionsNeedAPool) {
@@ -414,8 +441,7 @@ TEST_F(EnginePoolTest, MatchPrefixLeavesOneTokenToEvaluate) {
   auto adopted = reader->match_prefix(tokens);  // all 64 published, but one must stay to evaluate
   ASSERT_TRUE(adopted.ok()) << adopted.message();
   EXPECT_EQ(*adopted, kBlock);
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, tokens), kBlock, kBlock),
-                            eval(*reader, std::span(tokens).subspan(kBlock), kBlock)));
+  EXPECT_TRUE(continues_like_private(*engine, *reader, tokens, kBlock));
 
   // Only empty pooled sessions adopt.
   EXPECT_FALSE(reader->match_prefix(tokens).ok());
@@ -448,8 +474,7 @@ TEST_F(EnginePoolTest, ExhaustionIsACleanErrorAndChangesNothing) {
   EXPECT_EQ(engine->pool_stats().free_blocks, 0u);
 
   // Unchanged: the rest of the sequence gives what a private session gives.
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, tokens), 120, 8),
-                            eval(*session_a, all.subspan(120), 8)));
+  EXPECT_TRUE(continues_like_private(*engine, *session_a, tokens, 120));
 }
 
 TEST_F(EnginePoolTest, BatchExhaustionChangesNoSession) {
@@ -496,10 +521,7 @@ TEST_F(EnginePoolTest, BatchExhaustionChangesNoSession) {
 TEST_F(EnginePoolTest, EvictsUnreferencedBlocksWhenFreeOnesRunOut) {
   auto engine = open_pooled(4);
   const std::vector<uint32_t> first = random_tokens(24, 100), second = random_tokens(25, 100);
-  {
-    auto session = pooled_session(*engine);
-    eval(*session, first);
-  }  // destruction publishes like reset
+  publish(*engine, first);  // the session's destruction publishes like reset
   PoolStats stats = engine->pool_stats();
   EXPECT_EQ(stats.published_blocks, 3u);
   EXPECT_EQ(stats.unreferenced_blocks, 3u);
@@ -516,19 +538,13 @@ TEST_F(EnginePoolTest, EvictsUnreferencedBlocksWhenFreeOnesRunOut) {
 
   // The evicted prefix is gone: nothing to adopt.
   session->reset();
-  auto reader = pooled_session(*engine);
-  auto adopted = reader->match_prefix(first);
-  ASSERT_TRUE(adopted.ok()) << adopted.message();
-  EXPECT_EQ(*adopted, 0u);
+  auto reader = adopting_session(*engine, first, 0);
 }
 
 TEST_F(EnginePoolTest, EvictionTakesLeavesBeforeTheirRoot) {
   auto engine = open_pooled(4);
   const std::vector<uint32_t> first = random_tokens(26, 100);
-  {
-    auto session = pooled_session(*engine);
-    eval(*session, first);
-  }
+  publish(*engine, first);
   // Needing two blocks: the free one and one eviction, which must take the chain's leaf and
   // keep its first two blocks.
   {
@@ -536,44 +552,29 @@ TEST_F(EnginePoolTest, EvictionTakesLeavesBeforeTheirRoot) {
     eval(*other, random_tokens(27, 40));
     EXPECT_EQ(engine->pool_stats().evictions, 1u);
   }
-  auto reader = pooled_session(*engine);
-  auto adopted = reader->match_prefix(first);
-  ASSERT_TRUE(adopted.ok()) << adopted.message();
-  EXPECT_EQ(*adopted, 2 * kBlock);
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, first), *adopted, 100 - *adopted),
-                            eval(*reader, std::span(first).subspan(*adopted), 100 - *adopted)));
+  auto reader = adopting_session(*engine, first, 2 * kBlock);
+  EXPECT_TRUE(continues_like_private(*engine, *reader, first, 2 * kBlock));
 }
 
 TEST_F(EnginePoolTest, TruncateIntoSharedPrefixCopiesTheBlock) {
   auto engine = open_pooled(12);
   const std::vector<uint32_t> original = random_tokens(28, 100);
-  {
-    auto writer = pooled_session(*engine);
-    eval(*writer, original);
-  }
+  publish(*engine, original);
   ASSERT_EQ(engine->pool_stats().published_blocks, 3u);
 
-  auto session = pooled_session(*engine);
-  auto adopted = session->match_prefix(original);
-  ASSERT_TRUE(adopted.ok()) << adopted.message();
-  ASSERT_EQ(*adopted, 3 * kBlock);
-  eval(*session, std::span(original).subspan(*adopted));
+  auto session = adopting_session(*engine, original, 3 * kBlock);
+  eval(*session, std::span(original).subspan(3 * kBlock));
 
   // Cut inside the second shared block, then write different tokens over the rest of it.
   ASSERT_TRUE(session->truncate(50).ok());
   EXPECT_EQ(session->length(), 50u);
   EXPECT_EQ(session->shared_blocks(), 1u);
   const std::vector<uint32_t> changed = concat(std::span(original).first(50), random_tokens(29, 40));
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, changed), 50, 40),
-                            eval(*session, std::span(changed).subspan(50), 40)));
+  EXPECT_TRUE(continues_like_private(*engine, *session, changed, 50));
 
   // The published blocks are intact: a third session adopting them gets the original logits.
-  auto third = pooled_session(*engine);
-  auto third_adopted = third->match_prefix(original);
-  ASSERT_TRUE(third_adopted.ok()) << third_adopted.message();
-  EXPECT_EQ(*third_adopted, 3 * kBlock);
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, original), 96, 4),
-                            eval(*third, std::span(original).subspan(96), 4)));
+  auto third = adopting_session(*engine, original, 3 * kBlock);
+  EXPECT_TRUE(continues_like_private(*engine, *third, original, 96));
 }
 
 TEST_F(EnginePoolTest, TruncateIntoSharedPrefixWorksWithAFullPool) {
@@ -581,12 +582,8 @@ TEST_F(EnginePoolTest, TruncateIntoSharedPrefixWorksWithAFullPool) {
   // of the cut shared block (truncating only ever gives blocks back).
   auto engine = open_pooled(4);
   const std::vector<uint32_t> original = random_tokens(34, 100);
-  {
-    auto writer = pooled_session(*engine);
-    eval(*writer, original);
-  }
-  auto session = pooled_session(*engine);
-  ASSERT_TRUE(session->match_prefix(original).ok());
+  publish(*engine, original);
+  auto session = adopting_session(*engine, original);
   eval(*session, std::span(original).subspan(3 * kBlock));
   ASSERT_EQ(engine->pool_stats().free_blocks, 0u);
   ASSERT_EQ(engine->pool_stats().unreferenced_blocks, 0u);
@@ -595,19 +592,14 @@ TEST_F(EnginePoolTest, TruncateIntoSharedPrefixWorksWithAFullPool) {
   ASSERT_TRUE(cut.ok()) << cut.message();
   EXPECT_EQ(session->shared_blocks(), 1u);
   const std::vector<uint32_t> changed = concat(std::span(original).first(50), random_tokens(35, 40));
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, changed), 50, 40),
-                            eval(*session, std::span(changed).subspan(50), 40)));
+  EXPECT_TRUE(continues_like_private(*engine, *session, changed, 50));
 }
 
 TEST_F(EnginePoolTest, TruncateIntoSharedPrefixFailsCleanlyWhenNothingIsFree) {
   auto engine = open_pooled(4);
   const std::vector<uint32_t> original = random_tokens(36, 100);
-  {
-    auto writer = pooled_session(*engine);
-    eval(*writer, original);
-  }
-  auto session = pooled_session(*engine);
-  ASSERT_TRUE(session->match_prefix(original).ok());  // 3 shared blocks, no private one
+  publish(*engine, original);
+  auto session = adopting_session(*engine, original);  // 3 shared blocks, no private one
   auto other = pooled_session(*engine);
   eval(*other, random_tokens(37, 5));  // takes the last free block
   ASSERT_EQ(engine->pool_stats().free_blocks, 0u);
@@ -619,29 +611,21 @@ TEST_F(EnginePoolTest, TruncateIntoSharedPrefixFailsCleanlyWhenNothingIsFree) {
   EXPECT_EQ(session->shared_blocks(), 3u);
 
   other.reset();  // frees a block; the session continues as if nothing happened
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, original), 96, 4),
-                            eval(*session, std::span(original).subspan(96), 4)));
+  EXPECT_TRUE(continues_like_private(*engine, *session, original, 96));
 }
 
 TEST_F(EnginePoolTest, TruncateLetsGoOfLeavesBeforeTheCutBlock) {
   auto engine = open_pooled(5);
   const std::vector<uint32_t> original = random_tokens(40, 100);
-  {
-    auto writer = pooled_session(*engine);
-    eval(*writer, original);
-  }
-  auto session = pooled_session(*engine);
-  ASSERT_TRUE(session->match_prefix(original).ok());
+  publish(*engine, original);
+  auto session = adopting_session(*engine, original);
   ASSERT_TRUE(session->truncate(50).ok());  // copies block 1, lets go of blocks 1 and 2
   EXPECT_EQ(engine->pool_stats().unreferenced_blocks, 2u);
   // One eviction: it must take block 2 (a leaf), not block 1, whose child would be orphaned.
   auto other = pooled_session(*engine);
   eval(*other, random_tokens(41, 40));
   EXPECT_EQ(engine->pool_stats().evictions, 1u);
-  auto reader = pooled_session(*engine);
-  auto adopted = reader->match_prefix(original);
-  ASSERT_TRUE(adopted.ok()) << adopted.message();
-  EXPECT_EQ(*adopted, 2 * kBlock);
+  auto reader = adopting_session(*engine, original, 2 * kBlock);
 }
 
 TEST_F(EnginePoolTest, IdenticalSequencesArePublishedOnce) {
@@ -657,10 +641,7 @@ TEST_F(EnginePoolTest, IdenticalSequencesArePublishedOnce) {
   EXPECT_EQ(stats.published_blocks, 2u);
   EXPECT_EQ(stats.unreferenced_blocks, 2u);
   EXPECT_EQ(stats.free_blocks, 10u);
-  auto reader = pooled_session(*engine);
-  auto adopted = reader->match_prefix(tokens);
-  ASSERT_TRUE(adopted.ok());
-  EXPECT_EQ(*adopted, 2 * kBlock);
+  auto reader = adopting_session(*engine, tokens, 2 * kBlock);
   EXPECT_TRUE(bitwise_equal(rows_of(first_logits, 64, 6), eval(*reader, std::span(tokens).subspan(64), 6)));
 }
 
@@ -682,31 +663,18 @@ TEST_F(EnginePoolTest, PooledCapacityIsEnforced) {
 TEST_F(EnginePoolTest, TruncateToASharedBlockBoundary) {
   auto engine = open_pooled(12);
   const std::vector<uint32_t> original = random_tokens(30, 100);
-  {
-    auto writer = pooled_session(*engine);
-    eval(*writer, original);
-  }
-  auto session = pooled_session(*engine);
-  ASSERT_TRUE(session->match_prefix(original).ok());
+  publish(*engine, original);
+  auto session = adopting_session(*engine, original);
   ASSERT_TRUE(session->truncate(kBlock).ok());  // keeps one whole shared block, no copy needed
   EXPECT_EQ(session->shared_blocks(), 1u);
   const std::vector<uint32_t> changed = concat(std::span(original).first(kBlock), random_tokens(31, 50));
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, changed), kBlock, 50),
-                            eval(*session, std::span(changed).subspan(kBlock), 50)));
+  EXPECT_TRUE(continues_like_private(*engine, *session, changed, kBlock));
   session->reset();  // publishes the new branch beside the original one
 
-  auto reader = pooled_session(*engine);
-  auto adopted = reader->match_prefix(original);
-  ASSERT_TRUE(adopted.ok());
-  EXPECT_EQ(*adopted, 3 * kBlock);
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, original), 96, 4),
-                            eval(*reader, std::span(original).subspan(96), 4)));
-  auto branch_reader = pooled_session(*engine);
-  auto branch_adopted = branch_reader->match_prefix(changed);
-  ASSERT_TRUE(branch_adopted.ok());
-  EXPECT_EQ(*branch_adopted, 2 * kBlock);
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, changed), 64, 18),
-                            eval(*branch_reader, std::span(changed).subspan(64), 18)));
+  auto reader = adopting_session(*engine, original, 3 * kBlock);
+  EXPECT_TRUE(continues_like_private(*engine, *reader, original, 96));
+  auto branch_reader = adopting_session(*engine, changed, 2 * kBlock);
+  EXPECT_TRUE(continues_like_private(*engine, *branch_reader, changed, 64));
 }
 
 TEST_F(EnginePoolTest, TruncateWithinPrivateTail) {
@@ -719,11 +687,9 @@ TEST_F(EnginePoolTest, TruncateWithinPrivateTail) {
   EXPECT_EQ(engine->pool_stats().free_blocks, free_before + 1);
   EXPECT_EQ(session->shared_blocks(), 0u);
   const std::vector<uint32_t> changed = concat(std::span(tokens).first(70), random_tokens(33, 30));
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, changed), 70, 30),
-                            eval(*session, std::span(changed).subspan(70), 30)));
+  EXPECT_TRUE(continues_like_private(*engine, *session, changed, 70));
   ASSERT_TRUE(session->truncate(64).ok());  // a block boundary
-  EXPECT_TRUE(bitwise_equal(rows_of(all_logits_private(*engine, tokens), 64, 36),
-                            eval(*session, std::span(tokens).subspan(64), 36)));
+  EXPECT_TRUE(continues_like_private(*engine, *session, tokens, 64));
   ASSERT_TRUE(session->truncate(0).ok());
   EXPECT_EQ(engine->pool_stats().free_blocks, 8u);
 }
