@@ -13,7 +13,7 @@ PACKAGES=(
   # interactive `kipp chat` is tested under tmux
   tmux
   # tooling: PyTorch reference, synthetic checkpoints, test fixtures
-  python3 python3-numpy python3-torch libopenblas0-openmp
+  python3 python3-numpy python3-torch python3-jinja2 libopenblas0-openmp
   curl ca-certificates
 )
 # Node.js and npm may come from Debian or from NodeSource (whose nodejs provides npm and

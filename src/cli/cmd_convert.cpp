@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "convert/converter.h"
+#include "runtime/chat_template.h"
 
 namespace kipp::cli {
 namespace {
@@ -24,6 +25,7 @@ void register_convert(CLI::App& app, Action& action) {
   auto repository = std::make_shared<std::string>();
   auto revision = std::make_shared<std::string>();
   auto variant = std::make_shared<std::string>();
+  auto chat_format = std::make_shared<std::string>();
   command->add_option("HF_DIR", options->input_dir, "Folder with config.json, safetensors and tokenizer files")
       ->required()->check(CLI::ExistingDirectory);
   command->add_option("-o,--output", options->output_path, "GGUF file to write")->required();
@@ -35,12 +37,18 @@ void register_convert(CLI::App& app, Action& action) {
   command->add_option("--variant", *variant, "Variant of a local model (default: instruct if it has a chat template)")
       ->check(CLI::IsMember({"base", "instruct", "thinking"}));
   command->add_option("--name", options->name, "general.name written into the file");
-  command->callback([&action, options, quant, repository, revision, variant] {
-    action = [options, quant, repository, revision, variant] {
+  std::vector<std::string> format_names;
+  for (std::string_view name : chat_format_names()) format_names.emplace_back(name);
+  command->add_option("--chat-format", *chat_format,
+                      "Chat format a locally trained model uses, recorded as kipp.chat_format")
+      ->check(CLI::IsMember(format_names));
+  command->callback([&action, options, quant, repository, revision, variant, chat_format] {
+    action = [options, quant, repository, revision, variant, chat_format] {
       options->scheme = *parse_quant_scheme(*quant);
       if (!repository->empty()) options->repository = *repository;
       if (!revision->empty()) options->revision = *revision;
       if (!variant->empty()) options->variant = parse_variant(*variant);
+      if (!chat_format->empty()) options->chat_format = *chat_format;
       options->progress = [](const std::string& line) { std::fprintf(stderr, "convert: %s\n", line.c_str()); };
       const auto start = std::chrono::steady_clock::now();
       auto result = convert_checkpoint(*options);

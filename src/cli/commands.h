@@ -17,6 +17,9 @@ void register_inspect(CLI::App& app, Action& action);
 void register_pull(CLI::App& app, Action& action);
 void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
 void register_logits(CLI::App& app, Action& action);
+void register_generate(CLI::App& app, Action& action);
+void register_render(CLI::App& app, Action& action);
+void register_chat(CLI::App& app, Action& action);
 
 // Prints "kipp: error: <message>" on stderr and returns the failure exit code.
 int fail(const std::string& message);

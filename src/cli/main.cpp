@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   kipp::cli::register_inspect(app, action);
   kipp::cli::register_tokenize(app, action);
   kipp::cli::register_logits(app, action);
+  kipp::cli::register_generate(app, action);
+  kipp::cli::register_render(app, action);
+  kipp::cli::register_chat(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -270,6 +270,10 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   if (options.repository.has_value() != options.revision.has_value()) {
     return make_error("a registry stamp needs both --repo and --revision");
   }
+  if (options.chat_format && options.repository) {
+    return make_error("--chat-format is for local models; a registry checkpoint uses its own chat template");
+  }
+  if (options.chat_format && options.chat_format->empty()) return make_error("--chat-format: empty format name");
 
   ConvertReport report_out;
   KIPP_ASSIGN_OR_RETURN(const std::string config_text, read_text_file(join_path(dir, "config.json")));
@@ -309,7 +313,8 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   auto tokenizer = import_hf_tokenizer(tokenizer_files, config.vocab_size, config.bos_token_id, config.eos_token_id);
   if (!tokenizer.ok()) return make_error(dir + ": " + tokenizer.message());
   if (!entry) {
-    provenance.variant = options.variant.value_or(tokenizer->chat_template ? Variant::Instruct : Variant::Base);
+    provenance.variant = options.variant.value_or(tokenizer->chat_template || options.chat_format ? Variant::Instruct
+                                                                                                  : Variant::Base);
   }
 
   report(options, "reading safetensors in " + dir);
@@ -341,6 +346,9 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   add_model_metadata(writer, config, name, options.scheme);
   add_tokenizer_metadata(writer, *tokenizer);
   add_provenance_metadata(writer, provenance);
+  if (options.chat_format) {
+    writer.add_metadata(std::string(gguf_key::kKippChatFormat), GgufValue::string(*options.chat_format));
+  }
   for (const auto& spec : specs) writer.add_tensor(spec.gguf_name, spec.dims, spec.type);
   KIPP_RETURN_IF_ERROR(writer.begin(options.output_path));
   size_t started = 0;

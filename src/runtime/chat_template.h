@@ -22,13 +22,22 @@ struct ChatMessage {
 
 struct ChatOptions {
   bool add_generation_prompt = true;
-  bool enable_thinking = true;  // Qwen3: false renders the empty think block
+  bool enable_thinking = true;  // Qwen3: false renders the empty think block; others ignore it
+  // Qwen3 only: the `tools` list, each one JSON object as text (OpenAI style
+  // {"type": "function", "function": {...}}), rendered in the system turn as the template's
+  // tojson does (Python json.dumps: ", " and ": " separators, key order kept, no ASCII escaping).
+  std::vector<std::string> tools;
 };
 
 enum class ChatFormat { Qwen3, ChatML, Llama2, Llama3, Mistral, Alpaca };
 
-std::string_view chat_format_name(ChatFormat format);
+std::string_view chat_format_name(ChatFormat format);  // "qwen3", "chatml", "llama2", ...
 Expected<ChatFormat> parse_chat_format(std::string_view name);
+std::vector<std::string_view> chat_format_names();  // every format, in enum order
+
+// True when `chat_template` is the Qwen3 (hybrid thinking) template the native renderer
+// reproduces: ChatML turns with enable_thinking, reasoning_content and last_query_index.
+bool is_qwen3_chat_template(std::string_view chat_template);
 
 // The model's chat format: Qwen3 for an instruct checkpoint with Qwen3's template, the recorded
 // kipp.chat_format for a model trained here; an error for base checkpoints (no chat).
@@ -38,7 +47,13 @@ Expected<ChatFormat> chat_format_of(const Model& model);
 Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage> messages,
                                   const ChatOptions& options = {});
 
-// Parses an OpenAI-style messages array (JSON text).
+// Parses an OpenAI-style messages array (JSON text): objects with "role" (system, user,
+// assistant, tool), "content" (a string; null is the empty string) and optionally
+// "reasoning_content" (string or null). Assistant tool_calls are unsupported (an error);
+// other keys (name, tool_call_id, ...) are ignored. Errors name the message index.
 Expected<std::vector<ChatMessage>> parse_chat_messages(std::string_view json_text);
+
+// Parses a tools array (JSON text) into ChatOptions::tools: each element must be an object.
+Expected<std::vector<std::string>> parse_chat_tools(std::string_view json_text);
 
 }  // namespace kipp

@@ -50,7 +50,8 @@ class Sampler {
   // Records tokens already in the sequence (the prompt) in the penalty window.
   void observe(std::span<const uint32_t> tokens);
   // Picks the next token from one position's logits (vocab_size floats) and records it.
-  // NaN or infinite logits are an error naming the first offending id.
+  // NaN or +inf logits are an error naming the first offending id; -inf masks a token
+  // (probability 0), and all -inf is an error. The order of operations is in sampler.cpp.
   Expected<SampledToken> sample(std::span<const float> logits);
 
   const SamplingParams& params() const { return params_; }
@@ -62,11 +63,15 @@ class Sampler {
   uint32_t vocab_size_;
   std::mt19937_64 rng_;
   std::vector<uint32_t> window_;  // the last kPenaltyWindow tokens, oldest first
-  std::vector<float> scratch_;    // vocab_size floats
-  std::vector<uint32_t> order_;   // candidate ids
+  struct Candidate {
+    double value;  // working logit, then unnormalized probability (double: no finite input overflows)
+    uint32_t id;
+  };
+  std::vector<Candidate> candidates_;  // vocab_size entries of scratch, sized once at creation
 };
 
-// Numerically stable log-softmax of `logits` into `out` (same size).
+// Numerically stable log-softmax of `logits` into `out` (same size): max subtracted, sum in
+// double. -inf entries give -inf; all -inf gives all -inf; any NaN or +inf gives all NaN.
 void log_softmax(std::span<const float> logits, std::span<float> out);
 
 }  // namespace kipp
