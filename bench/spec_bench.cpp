@@ -2,7 +2,9 @@
 // prompts, side by side in one run (plain and --spec interleaved per repeat), medians of
 // --repeats runs. Every speculative run must give exactly the plain run's tokens (the bench
 // fails otherwise). Copy-heavy prompts (repeat a list, repeat code, a long repeated context)
-// and low-acceptance ones (free text; free text with penalties that discourage repetition).
+// and ones that give nothing to copy (free text; free text with penalties that discourage the
+// repetition greedy decoding falls into), and a "ceiling" case whose output a logit bias makes
+// repetitive, so that every draft is accepted.
 //
 // The prompt's full 32-token blocks are evaluated once and shared through the engine's pooled
 // mode, so a run re-evaluates only the prompt's last partial block: the timings are dominated
@@ -14,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -32,10 +35,12 @@ using kipp::bench::seconds_since;
 
 struct Case {
   std::string name;
-  std::string kind;  // "copy-heavy" or "low-acceptance"
+  std::string kind;  // "copy-heavy" or "no-copy" (the prompt's design; acceptance is measured)
   std::string prompt;
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::vector<std::pair<uint32_t, float>> logit_bias;
 };
 
 std::string chat(const std::string& user, const std::string& assistant_start) {
@@ -56,12 +61,17 @@ std::vector<Case> cases() {
   std::string context;
   for (int i = 0; i < 4; ++i) context += paragraph;
   const std::string story = chat("Write a short story about a lighthouse keeper who finds a message in a bottle.", "");
+  // A random-weight model does not copy its prompt; a large bias on one token makes greedy output
+  // repeat it, so every draft is accepted: the mechanism's ceiling on this machine.
+  const uint32_t hello = 9707;  // "Hello" in the Qwen3 vocabulary
   return {
-      {"repeat_list", "copy-heavy", chat("Repeat this list exactly:\n" + list, list.substr(0, list.find("4.")))},
-      {"repeat_code", "copy-heavy", chat("Repeat this code exactly:\n" + code, code.substr(0, code.find("def variance")))},
-      {"long_repeated_context", "copy-heavy", context + paragraph.substr(0, 60)},
-      {"free_text", "low-acceptance", story},
-      {"free_text_penalized", "low-acceptance", story, 1.3f, 1.0f},
+      {"forced_repetition_bias", "ceiling", "Say hello:", 1.0f, 0.0f, 0.0f, {{hello, 100.0f}}},
+      {"repeat_list", "copy-heavy", chat("Repeat this list exactly:\n" + list, list.substr(0, list.find("4."))), 1.0f, 0.0f, 0.0f, {}},
+      {"repeat_code", "copy-heavy", chat("Repeat this code exactly:\n" + code, code.substr(0, code.find("def variance"))), 1.0f, 0.0f, 0.0f, {}},
+      {"long_repeated_context", "copy-heavy", context + paragraph.substr(0, 60), 1.0f, 0.0f, 0.0f, {}},
+      {"free_text", "no-copy", story, 1.0f, 0.0f, 0.0f, {}},
+      {"free_text_penalized", "no-copy", story, 1.3f, 1.0f, 0.0f, {}},
+      {"free_text_strong_penalties", "no-copy", story, 1.5f, 2.0f, 1.0f, {}},
   };
 }
 
@@ -146,6 +156,8 @@ int main(int argc, char** argv) {
     plain.sampling.temperature = 0;
     plain.sampling.repetition_penalty = c.repetition_penalty;
     plain.sampling.presence_penalty = c.presence_penalty;
+    plain.sampling.frequency_penalty = c.frequency_penalty;
+    plain.sampling.logit_bias = c.logit_bias;
     plain.max_tokens = max_tokens;
     plain.stop_tokens = {engine->vocab_size() - 1};  // a fixed token count: no early stop on eos
     kipp::GenerateOptions spec = plain;
@@ -182,8 +194,10 @@ int main(int argc, char** argv) {
                                  {"acceptance", s.drafted_tokens ? double(s.accepted_tokens) / s.drafted_tokens : 0.0}}},
                        {"speedup_wall", pw / sw},
                        {"speedup_decode", pd / sd}};
-    if (c.repetition_penalty != 1.0f || c.presence_penalty != 0.0f)
-      row["penalties"] = {{"repetition", c.repetition_penalty}, {"presence", c.presence_penalty}};
+    if (!c.logit_bias.empty()) row["logit_bias"] = c.logit_bias;
+    if (c.repetition_penalty != 1.0f || c.presence_penalty != 0.0f || c.frequency_penalty != 0.0f)
+      row["penalties"] = {{"repetition", c.repetition_penalty}, {"presence", c.presence_penalty},
+                          {"frequency", c.frequency_penalty}};
     rows.push_back(row);
     std::fprintf(stderr, "%-22s %-14s plain %7.3f s  spec %7.3f s  speed-up %.2fx (decode %.2fx)  accepted %u/%u\n",
                  c.name.c_str(), c.kind.c_str(), pw, sw, pw / sw, pd / sd, s.accepted_tokens, s.drafted_tokens);
