@@ -209,7 +209,7 @@ Expected<GenerateResult> generate(Engine& engine, Session& session, std::span<co
     if (spec.enabled && gate.open(stats.generated_tokens)) {
       const uint64_t room = session.capacity() - history.size();  // positions after pending
       const uint64_t remaining = options.max_tokens - stats.generated_tokens;  // >= 1
-      lookup.max_draft = static_cast<uint32_t>(std::min<uint64_t>({spec.max_draft, room, remaining - 1}));
+      lookup.max_draft = static_cast<uint32_t>(std::min<uint64_t>({gate.draft_length(spec.max_draft), room, remaining - 1}));
       if (lookup.max_draft > 0) draft = prompt_lookup_draft(history, lookup);
     }
     batch.assign(1, pending);

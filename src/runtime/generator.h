@@ -26,8 +26,9 @@ struct SpeculativeOptions {
   uint32_t ngram_min = 2, ngram_max = 4;  // n-gram sizes the prompt-lookup drafter matches
   double min_acceptance = 0.3;    // adaptive gate: below this recent acceptance rate, stop drafting
   // The gate measures acceptance over the last ~gate_window drafted tokens (older ones decay by
-  // halves); when it closes, gate_cooldown tokens are generated without drafting, then it retries.
-  uint32_t gate_window = 16;
+  // halves); when it closes, gate_cooldown tokens (doubling on consecutive closures) are
+  // generated without drafting, then it retries. Draft lengths ramp up from 1 (see DraftGate).
+  uint32_t gate_window = 8;
   uint32_t gate_cooldown = 32;
 };
 

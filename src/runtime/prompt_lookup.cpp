@@ -26,13 +26,19 @@ std::vector<uint32_t> prompt_lookup_draft(std::span<const uint32_t> history, con
 }
 
 void DraftGate::record(uint32_t drafted, uint32_t accepted, uint32_t generated) {
+  constexpr uint32_t kLongestDraft = 1024;
+  constexpr uint32_t kMostDoublings = 4;
+  length_ = accepted == drafted ? std::min(kLongestDraft, 2 * std::max(length_, drafted)) : accepted + 1;
   drafted_ += drafted;
   accepted_ += accepted;
   if (drafted_ < window_) return;
   if (static_cast<double>(accepted_) < min_acceptance_ * static_cast<double>(drafted_)) {
-    reopen_at_ = generated + cooldown_;
+    reopen_at_ = generated + (cooldown_ << std::min(consecutive_closures_, kMostDoublings));
+    ++consecutive_closures_;
     drafted_ = accepted_ = 0;  // the retry is judged on its own drafts
+    length_ = 1;
   } else {
+    consecutive_closures_ = 0;
     drafted_ /= 2;
     accepted_ /= 2;
   }

@@ -23,10 +23,13 @@ struct PromptLookupOptions {
 // small next to a forward pass.
 std::vector<uint32_t> prompt_lookup_draft(std::span<const uint32_t> history, const PromptLookupOptions& options);
 
-// The adaptive gate: drafting costs extra rows per eval, so it pauses while drafts are mostly
-// rejected. Acceptance is counted over the drafted tokens since the last decision; once `window`
-// of them are in, a rate below `min_acceptance` closes the gate for `cooldown` generated tokens
-// (then it retries with fresh counts), otherwise both counts are halved (older steps weigh less).
+// The adaptive gate: every drafted token costs a row of the verifying eval, so drafting must
+// pay for itself. The draft length starts at 1, doubles after each fully accepted draft and
+// falls back to one more than the accepted count after a rejection, so a failing drafter
+// wastes few rows. Acceptance is counted over the drafted tokens since the last decision; once
+// `window` of them are in, a rate below `min_acceptance` closes the gate for `cooldown`
+// generated tokens, doubled for each consecutive closure (up to 16x), and the retry starts
+// with fresh counts; otherwise both counts are halved (older steps weigh less).
 class DraftGate {
  public:
   DraftGate(double min_acceptance, uint32_t window, uint32_t cooldown)
@@ -34,6 +37,8 @@ class DraftGate {
 
   // May the step after `generated` tokens draft?
   bool open(uint32_t generated) const { return generated >= reopen_at_; }
+  // How many tokens the next draft may have, at most `max_draft`.
+  uint32_t draft_length(uint32_t max_draft) const { return length_ < max_draft ? length_ : max_draft; }
   // A drafting step: `drafted` tokens proposed, `accepted` of them agreed with; `generated`
   // tokens in all after it.
   void record(uint32_t drafted, uint32_t accepted, uint32_t generated);
@@ -43,6 +48,8 @@ class DraftGate {
   uint32_t window_, cooldown_;
   uint32_t drafted_ = 0, accepted_ = 0;
   uint32_t reopen_at_ = 0;
+  uint32_t length_ = 1;
+  uint32_t consecutive_closures_ = 0;
 };
 
 }  // namespace kipp
