@@ -99,6 +99,39 @@ TEST(DraftGate, ClosesForTheCooldownThenRetries) {
   EXPECT_FALSE(gate.open(20));
 }
 
+TEST(DraftGate, DraftLengthRampsUpOnFullAcceptanceAndFallsBackOnRejection) {
+  DraftGate gate(0.0, 1000, 16);
+  EXPECT_EQ(gate.draft_length(8), 1u);  // a failing drafter wastes one row per step at first
+  gate.record(1, 1, 2);
+  EXPECT_EQ(gate.draft_length(8), 2u);
+  gate.record(2, 2, 5);
+  EXPECT_EQ(gate.draft_length(8), 4u);
+  gate.record(4, 4, 10);
+  EXPECT_EQ(gate.draft_length(8), 8u);
+  gate.record(8, 8, 19);
+  EXPECT_EQ(gate.draft_length(8), 8u);   // capped by the caller's maximum
+  EXPECT_EQ(gate.draft_length(64), 16u);
+  gate.record(8, 3, 23);                 // 3 accepted: next time one more than that
+  EXPECT_EQ(gate.draft_length(8), 4u);
+  gate.record(4, 0, 24);
+  EXPECT_EQ(gate.draft_length(8), 1u);
+}
+
+TEST(DraftGate, CooldownDoublesOnConsecutiveClosures) {
+  DraftGate gate(0.5, 2, 10);
+  gate.record(2, 0, 1);  // closes until 1 + 10
+  EXPECT_FALSE(gate.open(10));
+  EXPECT_TRUE(gate.open(11));
+  EXPECT_EQ(gate.draft_length(8), 1u);  // the retry starts short
+  gate.record(2, 0, 12);  // closes again: until 12 + 20
+  EXPECT_FALSE(gate.open(31));
+  EXPECT_TRUE(gate.open(32));
+  gate.record(2, 2, 33);  // a good window ends the run of closures
+  gate.record(2, 0, 34);  // 1 of 3 after halving: closes for the plain cooldown
+  EXPECT_FALSE(gate.open(43));
+  EXPECT_TRUE(gate.open(44));
+}
+
 TEST(DraftGate, ZeroMinimumNeverCloses) {
   DraftGate gate(0.0, 1, 100);
   for (uint32_t g = 1; g < 50; ++g) {
