@@ -1,5 +1,5 @@
-// Small helpers every benchmark executable shares: failing loudly, timing, medians and the
-// machine description recorded with each result.
+// Small helpers the benchmark executables share: failing loudly, timing, medians, option values,
+// the machine and command recorded with each result, and writing the result.
 #pragma once
 
 #include <algorithm>
@@ -7,10 +7,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/files.h"
 #include "core/status.h"
 
 namespace kipp::bench {
@@ -48,6 +52,31 @@ inline std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+// The value of the option argv[i], stepping `i` onto it; dies when the command line ends first.
+inline std::string option_value(const std::string& program, int argc, char** argv, int& i) {
+  if (i + 1 >= argc) die(program, std::string(argv[i]) + " needs a value");
+  return argv[++i];
+}
+
+// Records the machine and the command line (as run from the repository root) in `result`.
+inline void record_machine_and_command(nlohmann::json& result, const std::string& program, int argc, char** argv) {
+  result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
+  std::string command = "build/release/bench/" + program;
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  result["command"] = command;
+}
+
+// Prints `result` on stdout and, unless `out_path` is empty, writes it there too.
+inline void write_result(const std::string& program, const nlohmann::json& result, const std::string& out_path) {
+  const std::string text = result.dump(2) + "\n";
+  std::cout << text;
+  if (!out_path.empty()) {
+    const Status written = write_file_atomic(
+        out_path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+    if (!written.ok()) die(program, written.message());
+  }
 }
 
 }  // namespace kipp::bench

@@ -9,11 +9,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "bench_common.h"
-#include "core/files.h"
 #include "runtime/engine.h"
 
 namespace {
@@ -52,10 +50,7 @@ int main(int argc, char** argv) {
   uint32_t prompt_tokens = 64, decode_tokens = 16, capacity = 4096, repeats = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(arg + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return kipp::bench::option_value("engine_bench", argc, argv, i); };
     if (arg == "--model") model_path = value();
     else if (arg == "--prompt-tokens") prompt_tokens = static_cast<uint32_t>(std::stoul(value()));
     else if (arg == "--decode-tokens") decode_tokens = static_cast<uint32_t>(std::stoul(value()));
@@ -72,10 +67,7 @@ int main(int argc, char** argv) {
   if (repeats == 0 || prompt_tokens == 0) die("--repeats and --prompt-tokens must be positive");
 
   nlohmann::json result;
-  result["machine"] = {{"cpu", kipp::bench::cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
-  std::string command = "build/release/bench/engine_bench";
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  result["command"] = command;
+  kipp::bench::record_machine_and_command(result, "engine_bench", argc, argv);
   result["model"] = model_path;
   result["rss_at_start"] = resident_memory();
 
@@ -132,12 +124,6 @@ int main(int argc, char** argv) {
   }
   result["rss_after_runs"] = resident_memory();
 
-  const std::string text = result.dump(2) + "\n";
-  std::cout << text;
-  if (!out_path.empty()) {
-    const kipp::Status written = kipp::write_file_atomic(
-        out_path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-    if (!written.ok()) die(written.message());
-  }
+  kipp::bench::write_result("engine_bench", result, out_path);
   return 0;
 }

@@ -15,12 +15,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "bench_common.h"
-#include "core/files.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 
@@ -88,10 +86,7 @@ int main(int argc, char** argv) {
   uint32_t max_tokens = 64, repeats = 3, draft = 8;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) die(arg + " needs a value");
-      return argv[++i];
-    };
+    auto value = [&] { return kipp::bench::option_value("spec_bench", argc, argv, i); };
     if (arg == "--model") model_path = value();
     else if (arg == "--max-tokens") max_tokens = static_cast<uint32_t>(std::stoul(value()));
     else if (arg == "--repeats") repeats = static_cast<uint32_t>(std::stoul(value()));
@@ -106,10 +101,7 @@ int main(int argc, char** argv) {
   if (repeats == 0 || max_tokens == 0 || draft == 0) die("--repeats, --max-tokens and --draft must be positive");
 
   nlohmann::json result;
-  result["machine"] = {{"cpu", kipp::bench::cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
-  std::string command = "build/release/bench/spec_bench";
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
-  result["command"] = command;
+  kipp::bench::record_machine_and_command(result, "spec_bench", argc, argv);
   result["model"] = model_path;
   result["note"] =
       "Synthetic checkpoints have random weights: greedy output is not meaningful text, and acceptance reflects how "
@@ -204,12 +196,6 @@ int main(int argc, char** argv) {
   }
   result["cases"] = rows;
 
-  const std::string text = result.dump(2) + "\n";
-  std::cout << text;
-  if (!out_path.empty()) {
-    const kipp::Status written = kipp::write_file_atomic(
-        out_path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-    if (!written.ok()) die(written.message());
-  }
+  kipp::bench::write_result("spec_bench", result, out_path);
   return 0;
 }

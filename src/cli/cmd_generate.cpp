@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/escape.h"
+#include "cli/verify_flag.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 
@@ -283,7 +284,7 @@ void register_generate(CLI::App& app, Action& action) {
   command->add_flag("--json", args->json, "Print one JSON object at the end instead of streaming");
   command->add_option("--ctx", args->ctx, "Context (session capacity) in positions; 0: prompt + --max-tokens")
       ->capture_default_str();
-  command->add_flag("--no-verify", args->no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, temperature, logprobs, draft, temp_option, logprobs_option, draft_option] {
     GenerateArgs chosen = *args;
     if (temp_option->count() > 0) chosen.temperature = *temperature;

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/escape.h"
 #include "cli/token_ids.h"
+#include "cli/verify_flag.h"
 #include "core/files.h"
 #include "runtime/engine.h"
 
@@ -141,7 +142,7 @@ void register_logits(CLI::App& app, Action& action) {
   command->add_option("--backend", args->backend, "Backend to run on (only cpu so far)")->capture_default_str();
   command->add_flag("--all", args->all_positions, "Logits of every position, not only the last");
   auto* output_option = command->add_option("-o,--output", *output, "Write the logits as raw little-endian float32");
-  command->add_flag("--no-verify", args->no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, prompt, ids, output, prompt_option, ids_option, output_option] {
     LogitsArgs chosen = *args;
     if (prompt_option->count() > 0) chosen.prompt = *prompt;

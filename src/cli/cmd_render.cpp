@@ -1,14 +1,10 @@
 // `kipp render`: a conversation (OpenAI-style messages JSON) rendered into the prompt text the
 // model's chat format makes, printed exactly (no newline added).
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iostream>
-#include <iterator>
-#include <sstream>
 
 #include "cli/commands.h"
+#include "cli/input_files.h"
+#include "cli/verify_flag.h"
 #include "model/model.h"
 #include "runtime/chat_template.h"
 
@@ -25,20 +21,6 @@ struct RenderArgs {
   bool no_generation_prompt = false;
   bool no_verify = false;
 };
-
-Expected<std::string> read_file_or_stdin(const std::string& path) {
-  if (path == "-") {
-    std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-    if (std::cin.bad()) return make_error("cannot read standard input");
-    return text;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return make_error("cannot read " + path);
-  return out.str();
-}
 
 int run_render(const RenderArgs& args) {
   auto text = read_file_or_stdin(args.messages);
@@ -89,7 +71,7 @@ void register_render(CLI::App& app, Action& action) {
   think->excludes(no_think);
   command->add_flag("--no-generation-prompt", args->no_generation_prompt,
                     "Do not end with the assistant turn's opening (e.g. to render a finished conversation)");
-  command->add_flag("--no-verify", args->no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args] {
     action = [args] { return run_render(*args); };
   });

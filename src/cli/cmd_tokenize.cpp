@@ -1,17 +1,13 @@
 // `kipp tokenize` and `kipp detokenize`: the native tokenizer of a Kipp GGUF on the command line.
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <iostream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/escape.h"
+#include "cli/input_files.h"
 #include "cli/token_ids.h"
+#include "cli/verify_flag.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,20 +19,6 @@ Expected<Tokenizer> load_tokenizer(const std::string& path, bool verify) {
   auto model = Model::open(path, LoadOptions{.verify_content_hash = verify});
   if (!model.ok()) return model.error();
   return with_context(Tokenizer::create(model->tokenizer()), path + ": tokenizer");
-}
-
-Expected<std::string> read_input(const std::string& path) {
-  if (path == "-") {
-    std::string text{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-    if (std::cin.bad()) return make_error("cannot read standard input");
-    return text;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("cannot read " + path + ": " + std::strerror(errno));
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return make_error("cannot read " + path);
-  return out.str();
 }
 
 // `text` padded with spaces to `width` characters (code points, so "Ġworld" lines up).
@@ -62,7 +44,7 @@ int run_tokenize(const TokenizeArgs& args) {
   if (args.text) {
     text = *args.text;
   } else {
-    auto read = read_input(*args.file);
+    auto read = read_file_or_stdin(*args.file);
     if (!read.ok()) return fail(read.message());
     text = std::move(*read);
   }
@@ -138,7 +120,7 @@ void register_tokenize(CLI::App& app, Action& action) {
   command->add_flag("--verbose", args->verbose, "Print each token's id, vocabulary piece and bytes");
   command->add_flag("--no-special", args->no_special,
                     "Treat added tokens (<|im_start|>, <think>, ...) in the text as plain text");
-  command->add_flag("--no-verify", args->no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, text, file, text_option, file_option] {
     TokenizeArgs chosen = *args;
     if (text_option->count() > 0) chosen.text = *text;
@@ -152,7 +134,7 @@ void register_tokenize(CLI::App& app, Action& action) {
   auto no_verify = std::make_shared<bool>(false);
   detokenize->add_option("-m,--model", *model, "Kipp GGUF whose tokenizer to use")->required();
   detokenize->add_option("--ids", *ids, "Token ids, separated by commas or spaces (e.g. 9707,1879)")->required();
-  detokenize->add_flag("--no-verify", *no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
+  add_no_verify_flag(*detokenize, *no_verify);
   detokenize->callback([&action, model, ids, no_verify] {
     action = [=] { return run_detokenize(*model, *ids, *no_verify); };
   });

@@ -26,32 +26,11 @@
 namespace kipp {
 namespace {
 
+using testing::engine_model_config;
+using testing::engine_model_path;
 using testing::micro_config;
-using testing::TempDir;
 
 constexpr uint32_t kBlock = kKvBlockPositions;
-
-// The engine tests' model: micro_config() with the small test tokenizer's vocabulary (274 ids,
-// as testing::engine_blueprint requires) and eos <|im_start|>; every other dimension is
-// micro_config()'s (context length 256).
-ModelConfig engine_model_config() {
-  ModelConfig config = micro_config();
-  config.vocab_size = testing::small::kVocab;
-  config.eos_token_id = testing::small::kImStart;
-  return config;
-}
-
-// Written once for the whole binary (a few tens of kB; sessions are cheap on it).
-const std::string& micro_model_path() {
-  static const std::unique_ptr<TempDir> dir = std::make_unique<TempDir>();
-  static const std::string path = [] {
-    const std::string file = dir->file("micro.gguf");
-    const Status written = testing::engine_blueprint(engine_model_config()).write(file);
-    EXPECT_TRUE(written.ok()) << written.message();
-    return file;
-  }();
-  return path;
-}
 
 std::vector<uint32_t> random_tokens(uint32_t seed, size_t count) {
   std::mt19937 rng(seed);
@@ -97,7 +76,7 @@ class EngineTest : public ::testing::Test {
   void SetUp() override { engine_ = open_engine(); }
 
   static std::unique_ptr<Engine> open_engine(const EngineOptions& options = {}) {
-    auto engine = Engine::open(micro_model_path(), options);
+    auto engine = Engine::open(engine_model_path(), options);
     EXPECT_TRUE(engine.ok()) << engine.message();
     return engine.ok() ? std::move(engine).value() : nullptr;
   }

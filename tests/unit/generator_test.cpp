@@ -23,26 +23,8 @@
 namespace kipp {
 namespace {
 
-using testing::TempDir;
+using testing::engine_model_path;
 namespace small = testing::small;
-
-ModelConfig generator_model_config() {
-  ModelConfig config = testing::micro_config();
-  config.vocab_size = small::kVocab;
-  config.eos_token_id = small::kImStart;
-  return config;
-}
-
-const std::string& model_path() {
-  static const std::unique_ptr<TempDir> dir = std::make_unique<TempDir>();
-  static const std::string path = [] {
-    const std::string file = dir->file("generator-micro.gguf");
-    const Status written = testing::engine_blueprint(generator_model_config()).write(file);
-    EXPECT_TRUE(written.ok()) << written.message();
-    return file;
-  }();
-  return path;
-}
 
 std::vector<uint32_t> random_tokens(uint32_t seed, size_t count) {
   std::mt19937 rng(seed);
@@ -69,7 +51,7 @@ GenerateOptions greedy(uint32_t max_tokens) {
 class GeneratorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto engine = Engine::open(model_path());
+    auto engine = Engine::open(engine_model_path());
     ASSERT_TRUE(engine.ok()) << engine.message();
     engine_ = std::move(engine).value();
   }

@@ -1,8 +1,11 @@
 #include "gguf_blueprint.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 
 #include "core/half.h"
@@ -175,6 +178,24 @@ GgufBlueprint engine_blueprint(ModelConfig config) {
   add_tokenizer_metadata(writer, tokenizer);
   for (const GgufMetadataEntry& entry : writer.metadata()) blueprint.set(entry.key, entry.value);
   return blueprint;
+}
+
+ModelConfig engine_model_config() {
+  ModelConfig config = micro_config();
+  config.vocab_size = small::kVocab;
+  config.eos_token_id = small::kImStart;
+  return config;
+}
+
+const std::string& engine_model_path() {
+  static const std::unique_ptr<TempDir> dir = std::make_unique<TempDir>();
+  static const std::string path = [] {
+    const std::string file = dir->file("micro.gguf");
+    const Status written = engine_blueprint(engine_model_config()).write(file);
+    EXPECT_TRUE(written.ok()) << written.message();
+    return file;
+  }();
+  return path;
 }
 
 TempDir::TempDir() {

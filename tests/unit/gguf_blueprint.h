@@ -46,6 +46,14 @@ GgufBlueprint micro_blueprint(const ModelConfig& config = micro_config(), QuantS
 // 80 cannot hold); the tokenizer's special ids are config's.
 GgufBlueprint engine_blueprint(ModelConfig config = micro_config());
 
+// The engine and generator tests' model: micro_config() with the small test tokenizer's
+// vocabulary (testing::small::kVocab, as engine_blueprint requires) and eos <|im_start|>;
+// every other dimension is micro_config()'s (context length 256).
+ModelConfig engine_model_config();
+// engine_blueprint(engine_model_config()) written once per process into a temporary directory
+// that lives until exit (a few tens of kB; sessions are cheap on it).
+const std::string& engine_model_path();
+
 // A fresh directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:

@@ -33,6 +33,8 @@ esac
 [[ $# -le 1 ]] || die "too many arguments (usage: $0 [CACHE_DIR])"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=SCRIPTDIR/../lib/npm_fetch.sh
+source "$here/../lib/npm_fetch.sh"
 grep -q "\"${PKG_NAME}\": \"${PKG_VERSION}\"" "$here/package.json" ||
   die "package.json does not pin ${PKG_NAME} ${PKG_VERSION}; update this script's pins with it"
 cache_root="${1:-${KIPP_CACHE_DIR:-${HOME:?HOME is not set}/.cache/kipp}}"
@@ -43,9 +45,6 @@ modules="${dest}/node_modules"
 for tool in sha256sum openssl base64 tar; do
   command -v "$tool" >/dev/null 2>&1 || die "$tool not found on PATH"
 done
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-sha512_b64_of() { openssl dgst -sha512 -binary "$1" | base64 -w0; }
-
 valid_tree() {
   local dir="$1"
   [[ -f "$dir/.verified" && -f "$dir/node_modules/@huggingface/jinja/package.json" &&
@@ -59,21 +58,9 @@ if valid_tree "$dest"; then
 fi
 
 command -v npm >/dev/null 2>&1 || die "npm not found on PATH (install Node.js and npm)"
-parent="$(dirname "$dest")"
-mkdir -p "$parent" || die "cannot create cache directory $parent"
-tmp="$(mktemp -d "$parent/.tmp-chat-goldens-XXXXXX")" || die "cannot create a temporary directory in $parent"
-cleanup() { rm -rf "$tmp"; }
-trap cleanup EXIT
+start_fetch chat-goldens
 
-echo "fetch_deps: npm pack ${PKG_NAME}@${PKG_VERSION} -> $dest" >&2
-if ! npm pack "${PKG_NAME}@${PKG_VERSION}" --pack-destination "$tmp" >"$tmp/npm.log" 2>&1; then
-  die "npm pack ${PKG_NAME}@${PKG_VERSION} failed: $(grep -m1 -i 'err' "$tmp/npm.log" || tail -n1 "$tmp/npm.log")"
-fi
-[[ -f "$tmp/$TGZ_NAME" ]] || die "npm pack did not produce $TGZ_NAME"
-got="$(sha512_b64_of "$tmp/$TGZ_NAME")"
-[[ "$got" == "$TGZ_SHA512_B64" ]] || die "sha512 integrity mismatch for $TGZ_NAME: got $got, expected $TGZ_SHA512_B64"
-got="$(sha256_of "$tmp/$TGZ_NAME")"
-[[ "$got" == "$TGZ_SHA256" ]] || die "SHA-256 mismatch for $TGZ_NAME: got $got, expected $TGZ_SHA256"
+pack_verified "$PKG_NAME" "$PKG_VERSION" "$TGZ_NAME" "$TGZ_SHA512_B64" "$TGZ_SHA256"
 
 stage="$tmp/stage"
 mkdir -p "$stage/node_modules/@huggingface/jinja"
@@ -82,11 +69,6 @@ tar -xzf "$tmp/$TGZ_NAME" -C "$stage/node_modules/@huggingface/jinja" --strip-co
 mv "$tmp/$TGZ_NAME" "$stage/$TGZ_NAME"
 printf '%s  %s\n' "$TGZ_SHA256" "$TGZ_NAME" >"$stage/.verified"
 
-if [[ -e "$dest" ]] && ! valid_tree "$dest"; then
-  mv -T "$dest" "$tmp/stale" 2>/dev/null || true
-fi
-if ! mv -T "$stage" "$dest" 2>/dev/null; then
-  valid_tree "$dest" || die "cannot install the package into $dest"
-fi
+install_stage "$stage" package
 
 echo "$modules"

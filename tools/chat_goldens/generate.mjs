@@ -25,22 +25,17 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
+import { checkCommitted, die, nodeModules } from "../lib/goldens.mjs";
+
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const goldenPath = join(root, "tests", "golden", "qwen3_chat_goldens.jsonl");
 const check = process.argv.includes("--check");
 const crossCheck = !process.argv.includes("--no-python");
 
-function die(message) {
-  console.error(`generate: error: ${message}`);
-  process.exit(1);
-}
-
 // --- the engine and the template ---------------------------------------------------------------
 const pinned = JSON.parse(readFileSync(join(here, "package.json"), "utf8")).dependencies["@huggingface/jinja"];
-const modules = process.env.KIPP_CHAT_GOLDEN_NODE_MODULES ??
-  execFileSync(join(here, "fetch_deps.sh"), { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
-    .trim().split("\n").pop();
+const modules = nodeModules(here, "KIPP_CHAT_GOLDEN_NODE_MODULES");
 const jinjaDir = join(modules, "@huggingface", "jinja");
 const jinjaVersion = JSON.parse(readFileSync(join(jinjaDir, "package.json"), "utf8")).version;
 if (jinjaVersion !== pinned) die(`expected @huggingface/jinja@${pinned} (package.json), found ${jinjaVersion}`);
@@ -267,13 +262,7 @@ const output = records.map((r) => JSON.stringify(r).replace(/[\u007f-\uffff]/g,
   (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"))).join("\n") + "\n";
 
 if (check) {
-  let committed = "";
-  try {
-    committed = readFileSync(goldenPath, "utf8");
-  } catch (e) {
-    die(`cannot read ${goldenPath}: ${e.message}`);
-  }
-  if (committed !== output) die(`${goldenPath} is not what the generator produces; rerun without --check`);
+  checkCommitted(goldenPath, output);
   for (const [name, text] of cliFiles) {
     let file = null;
     try {

