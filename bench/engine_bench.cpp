@@ -3,7 +3,7 @@
 // prefill and decode throughput (medians of --repeats runs, single session, greedy feed-back).
 //
 // Usage: engine_bench --model GGUF [--prompt-tokens N] [--decode-tokens N] [--capacity N]
-//                     [--repeats N] [--out FILE.json]
+//                     [--repeats N] [--threads N] [--out FILE.json]
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -47,7 +47,7 @@ uint32_t argmax(const std::vector<float>& logits) {
 
 int main(int argc, char** argv) {
   std::string model_path, out_path;
-  uint32_t prompt_tokens = 64, decode_tokens = 16, capacity = 4096, repeats = 3;
+  uint32_t threads = 0, prompt_tokens = 64, decode_tokens = 16, capacity = 4096, repeats = 3;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return kipp::bench::option_value("engine_bench", argc, argv, i); };
@@ -56,10 +56,11 @@ int main(int argc, char** argv) {
     else if (arg == "--decode-tokens") decode_tokens = static_cast<uint32_t>(std::stoul(value()));
     else if (arg == "--capacity") capacity = static_cast<uint32_t>(std::stoul(value()));
     else if (arg == "--repeats") repeats = static_cast<uint32_t>(std::stoul(value()));
+    else if (arg == "--threads") threads = static_cast<uint32_t>(std::stoul(value()));
     else if (arg == "--out") out_path = value();
     else if (arg == "--help" || arg == "-h") {
       std::cout << "usage: engine_bench --model GGUF [--prompt-tokens 64] [--decode-tokens 16] [--capacity 4096] "
-                   "[--repeats 3] [--out FILE.json]\n";
+                   "[--repeats 3] [--threads 0 (all)] [--out FILE.json]\n";
       return 0;
     } else die("unknown argument " + arg);
   }
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
   const auto open_start = Clock::now();
   kipp::EngineOptions options;
   options.verify_content_hash = false;  // measured separately by `kipp inspect`; not part of serving
+  options.threads = threads;
   auto engine = must(kipp::Engine::open(model_path, options), "opening " + model_path);
   result["open_seconds"] = seconds_since(open_start);
   result["rss_after_open"] = resident_memory();
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
   const uint32_t vocab = engine->vocab_size();
   result["file_bytes"] = engine->model().file_size();
   result["backend"] = engine->backend().name();
+  result["threads"] = threads == 0 ? std::thread::hardware_concurrency() : threads;
   result["scratch_bytes"] = engine->backend().scratch_bytes();
 
   kipp::SessionOptions session_options;

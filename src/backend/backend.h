@@ -54,6 +54,9 @@ struct BackendOptions {
   // Token rows processed together per step: the size of the activation scratch. Longer evals
   // run as several steps; the results do not depend on it.
   uint32_t max_step_tokens = 128;
+  // Threads that split each matrix product by output rows; 0: one per hardware thread. The
+  // results do not depend on it.
+  uint32_t threads = 0;
 };
 
 class Backend {

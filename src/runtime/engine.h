@@ -27,6 +27,7 @@ struct EngineOptions {
   // Blocks of the model-owned K/V slab that pooled sessions draw from; 0 disables pooled mode.
   uint32_t pool_blocks = 0;
   uint32_t max_step_tokens = 128;
+  uint32_t threads = 0;  // 0: one per hardware thread (see BackendOptions)
   bool verify_content_hash = true;
 };
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
 
 namespace kipp {
@@ -61,7 +62,10 @@ Expected<std::vector<float>> prepare_vector(const TensorView& view) {
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const BackendOptions& options)
-      : config_(model.config()), kernels_(kernels::cpu_kernels()), step_rows_(std::max<uint32_t>(1, options.max_step_tokens)) {}
+      : config_(model.config()),
+        kernels_(kernels::cpu_kernels()),
+        step_rows_(std::max<uint32_t>(1, options.max_step_tokens)),
+        pool_(options.threads) {}
 
   Status prepare(const Model& model) {
     const Qwen3Weights& weights = model.weights();
@@ -129,7 +133,8 @@ class CpuBackend final : public Backend {
   void allocate_scratch() {
     const size_t hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
     const size_t ffn = config_.ffn_size, half = config_.head_dim / 2, s = step_rows_;
-    const size_t widest = std::max({hidden, qw, ffn});
+    widest_ = std::max({hidden, qw, ffn});
+    const size_t widest = widest_ * pool_.size();  // one weight-row buffer per thread
     const size_t sizes[] = {s * hidden, s * hidden, s * qw, s * kvw, s * kvw, s * qw,  s * hidden,
                             s * ffn,    s * ffn,    s * half, s * half, widest, config_.context_length,
                             kLogitRowsPerPass * hidden, kLogitRowsPerPass * size_t{config_.vocab_size}};
@@ -143,6 +148,17 @@ class CpuBackend final : public Backend {
       *targets[i] = next;
       next += sizes[i];
     }
+  }
+
+  // Output rows split over the pool's threads: each element is computed exactly as in a
+  // single-threaded matmul, so results do not depend on the thread count.
+  void matmul(const WeightMatrix& w, const float* x, size_t n_rows, size_t x_stride, float* out, size_t out_stride) {
+    pool_.parallel_for(w.rows, [&](size_t thread, size_t begin, size_t end) {
+      WeightMatrix part = w;
+      part.data = w.data + begin * w.row_bytes;
+      part.rows = end - begin;
+      kernels_.matmul(part, x, n_rows, x_stride, out + begin, out_stride, row_scratch_ + thread * widest_);
+    });
   }
 
   void run_step(std::span<const EvalItem> items, const std::vector<std::vector<const uint16_t*>>& item_blocks,
@@ -162,9 +178,9 @@ class CpuBackend final : public Backend {
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PreparedLayer& layer = layers_[l];
       for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
-      k.matmul(layer.q, xn_, n, hidden, q_, qw, row_scratch_);
-      k.matmul(layer.k, xn_, n, hidden, k_, kvw, row_scratch_);
-      k.matmul(layer.v, xn_, n, hidden, v_, kvw, row_scratch_);
+      matmul(layer.q, xn_, n, hidden, q_, qw);
+      matmul(layer.k, xn_, n, hidden, k_, kvw);
+      matmul(layer.v, xn_, n, hidden, v_, kvw);
       const size_t k_offset = l * block_elements_per_layer, v_offset = k_offset + kKvBlockPositions * kvw;
       for (size_t r = 0; r < n; ++r) {
         float* q = q_ + r * qw;
@@ -184,14 +200,14 @@ class CpuBackend final : public Backend {
         const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset, v_offset, config_.num_kv_heads, hd};
         k.attention(q_ + r * qw, config_.num_heads, view, rows[r].position + 1, scale, scores_, attn_ + r * qw);
       }
-      k.matmul(layer.o, attn_, n, qw, proj_, hidden, row_scratch_);
+      matmul(layer.o, attn_, n, qw, proj_, hidden);
       observe("attention", l, rows, proj_, hidden);
       for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
       for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
-      k.matmul(layer.gate, xn_, n, hidden, gate_, ffn, row_scratch_);
-      k.matmul(layer.up, xn_, n, hidden, up_, ffn, row_scratch_);
+      matmul(layer.gate, xn_, n, hidden, gate_, ffn);
+      matmul(layer.up, xn_, n, hidden, up_, ffn);
       for (size_t r = 0; r < n; ++r) k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn);
-      k.matmul(layer.down, gate_, n, ffn, proj_, hidden, row_scratch_);
+      matmul(layer.down, gate_, n, ffn, proj_, hidden);
       for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
       observe("layer_output", l, rows, x_, hidden);
     }
@@ -222,7 +238,7 @@ class CpuBackend final : public Backend {
           observer_->on_activation("final_norm", 0, rows[r].item, rows[r].position,
                                    std::span<const float>(logit_inputs_ + i * hidden, hidden));
       }
-      kernels_.matmul(head_, logit_inputs_, count, hidden, logits_, vocab, row_scratch_);
+      matmul(head_, logit_inputs_, count, hidden, logits_, vocab);
       for (size_t i = 0; i < count; ++i) {
         const Row& row = *pending[begin + i];
         std::copy_n(logits_ + i * vocab, vocab, items[row.item].logits + row.logit_row * vocab);
@@ -233,6 +249,8 @@ class CpuBackend final : public Backend {
   ModelConfig config_;
   const kernels::KernelTable& kernels_;
   size_t step_rows_;
+  ThreadPool pool_;
+  size_t widest_ = 0;  // the widest weight row, in floats
   WeightMatrix embedding_, head_;
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;

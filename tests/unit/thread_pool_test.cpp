@@ -1,0 +1,72 @@
+#include "core/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <vector>
+
+#include "gguf_blueprint.h"
+#include "runtime/engine.h"
+
+namespace kipp {
+namespace {
+
+TEST(ThreadPool, RangesCoverEveryIndexOnceInOrder) {
+  for (size_t threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (size_t count : {0, 1, 2, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(count);
+      std::vector<std::pair<size_t, size_t>> ranges(threads, {0, 0});
+      pool.parallel_for(count, [&](size_t thread, size_t begin, size_t end) {
+        ranges[thread] = {begin, end};
+        for (size_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+      });
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " threads, count " << count;
+      size_t expected_begin = 0;  // thread ranges are contiguous and ascending
+      for (const auto& [begin, end] : ranges) {
+        if (begin == end) continue;
+        EXPECT_EQ(begin, expected_begin);
+        expected_begin = end;
+      }
+      if (count > 1) {
+        EXPECT_EQ(expected_begin, count);
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ManyConsecutiveLoopsOnOnePool) {
+  ThreadPool pool(2);
+  std::atomic<size_t> total{0};
+  for (int loop = 0; loop < 2000; ++loop)
+    pool.parallel_for(10, [&](size_t, size_t begin, size_t end) { total += end - begin; });
+  EXPECT_EQ(total.load(), 20000u);
+}
+
+// The thread count splits matrix products by output rows only: logits are bitwise the same.
+TEST(EngineThreads, LogitsDoNotDependOnTheThreadCount) {
+  std::mt19937 random(7);
+  std::uniform_int_distribution<uint32_t> id(0, testing::engine_model_config().vocab_size - 1);
+  std::vector<uint32_t> tokens(70);
+  for (uint32_t& token : tokens) token = id(random);
+  std::vector<std::vector<float>> results;
+  for (uint32_t threads : {1u, 2u, 3u}) {
+    EngineOptions options;
+    options.threads = threads;
+    auto engine = Engine::open(testing::engine_model_path(), options);
+    ASSERT_TRUE(engine.ok()) << engine.message();
+    auto session = (*engine)->create_session();
+    ASSERT_TRUE(session.ok()) << session.message();
+    std::vector<float> logits(tokens.size() * (*engine)->vocab_size());
+    const Status evaluated = (*session)->eval(tokens, static_cast<uint32_t>(tokens.size()), logits.data());
+    ASSERT_TRUE(evaluated.ok()) << evaluated.message();
+    results.push_back(std::move(logits));
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+}
+
+}  // namespace
+}  // namespace kipp
