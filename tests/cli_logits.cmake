@@ -63,11 +63,7 @@ set_tests_properties(cli_logits_missing_model PROPERTIES TIMEOUT 60
 # Done-when of the engine issue: `kipp logits` prints the reference's argmax on both synthetic
 # models (the 0.6b one has Qwen3-0.6B's exact shapes).
 foreach(model tiny qwen3-0.6b)
-  if(model STREQUAL "tiny")
-    set(fixture tiny_hf)
-  else()
-    set(fixture hf_06b)
-  endif()
+  set(fixture ${KIPP_HF_FIXTURE_${model}})
   add_test(NAME cli_logits_vs_reference_${model}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/logits_cli_vs_reference.sh $<TARGET_FILE:kipp>
                    ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${CMAKE_SOURCE_DIR}/tools/torch_reference.py
