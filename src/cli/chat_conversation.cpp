@@ -6,13 +6,20 @@
 
 namespace kipp::cli {
 
-std::vector<ChatMessage> ChatConversation::full_conversation() const {
+namespace {
+
+// The system prompt (if any) followed by the messages: what the template renders.
+std::vector<ChatMessage> with_system(const std::string& system, std::span<const ChatMessage> messages) {
   std::vector<ChatMessage> all;
-  all.reserve(messages_.size() + 1);
-  if (!system_.empty()) all.push_back(ChatMessage{"system", system_, std::nullopt});
-  all.insert(all.end(), messages_.begin(), messages_.end());
+  all.reserve(messages.size() + 1);
+  if (!system.empty()) all.push_back(ChatMessage{"system", system, std::nullopt});
+  all.insert(all.end(), messages.begin(), messages.end());
   return all;
 }
+
+}  // namespace
+
+std::vector<ChatMessage> ChatConversation::full_conversation() const { return with_system(system_, messages_); }
 
 Expected<std::vector<uint32_t>> ChatConversation::render_tokens(std::span<const ChatMessage> messages,
                                                                 bool generation_prompt) const {
@@ -42,9 +49,9 @@ void ChatConversation::close_assistant_turn() {
   const auto cached = session_->tokens();
   if (!cached.empty() && cached.back() == rest.front()) rest = rest.subspan(1);  // the stop token is in already
   if (rest.empty() || session_->length() + rest.size() > session_->capacity()) return;
-  std::vector<float> logits(engine_.vocab_size());
-  // A failure leaves the session unchanged; the next turn's prefix check copes either way.
-  (void)session_->eval(rest, 1, logits.data());
+  // Only the cache matters here (no logits). A failure leaves the session unchanged; the next
+  // turn's prefix check copes either way.
+  (void)session_->eval(rest, 0, nullptr);
 }
 
 Expected<TurnStats> ChatConversation::send(const std::string& user_text, const GenerateOptions& options,
@@ -102,9 +109,7 @@ Status ChatConversation::load(std::vector<ChatMessage> messages) {
       return make_error("message " + std::to_string(i + (system.empty() ? 0 : 1)) +
                         ": a system message is only supported first");
   }
-  std::vector<ChatMessage> all;
-  if (!system.empty()) all.push_back(ChatMessage{"system", system, std::nullopt});
-  all.insert(all.end(), messages.begin(), messages.end());
+  const std::vector<ChatMessage> all = with_system(system, messages);
   if (messages.empty()) {
     system_ = system;
     reset();
@@ -115,9 +120,8 @@ Status ChatConversation::load(std::vector<ChatMessage> messages) {
     return make_error("the conversation is " + std::to_string(tokens.size()) + " tokens; the context holds " +
                       std::to_string(session_->capacity()) + " (a larger --ctx)");
   KIPP_ASSIGN_OR_RETURN(uint32_t common, keep_common_prefix(tokens));
-  std::vector<float> logits(engine_.vocab_size());
   const auto rest = std::span<const uint32_t>(tokens).subspan(common);
-  if (Status evaluated = session_->eval(rest, 1, logits.data()); !evaluated.ok()) {
+  if (Status evaluated = session_->eval(rest, 0, nullptr); !evaluated.ok()) {
     session_->reset();  // the old conversation's cache is no longer whole
     messages_.clear();
     last_turn_.reset();

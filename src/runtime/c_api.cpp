@@ -73,12 +73,8 @@ kipp_status guarded(Body&& body) noexcept {
 
 // Token ids the model can evaluate; the message names the first bad one and its index.
 kipp_status check_ids(const char* function, const kipp_model& model, const uint32_t* ids, size_t count) {
-  const uint32_t vocab = model.engine->vocab_size();
-  for (size_t i = 0; i < count; ++i)
-    if (ids[i] >= vocab)
-      return invalid(std::string(function) + ": token id " + std::to_string(ids[i]) + " at index " +
-                     std::to_string(i) + " is out of range (vocabulary size " + std::to_string(vocab) + ")");
-  return KIPP_OK;
+  const kipp::Status valid = model.engine->check_tokens(std::span<const uint32_t>(ids, count));
+  return valid.ok() ? KIPP_OK : invalid(std::string(function) + ": " + valid.message());
 }
 
 // The argument checks one session's eval shares with a batch item; `where` names it.

@@ -81,6 +81,9 @@ class Engine {
   // exactly as a session's cache) and writes the logits of the last `logits_count` positions.
   Status eval_stateless(std::span<const uint32_t> tokens, uint32_t logits_count, float* logits);
 
+  // Every id is in the vocabulary; the error names the first bad one and its index.
+  Status check_tokens(std::span<const uint32_t> tokens) const;
+
   // Text and token inputs converge here: special tokens in `text` are parsed.
   Expected<std::vector<uint32_t>> tokenize(std::string_view text) const;
 
@@ -93,7 +96,6 @@ class Engine {
  private:
   friend class Session;
   Engine(Model model, const EngineOptions& options);
-  Status check_tokens(std::span<const uint32_t> tokens) const;
 
   Model model_;
   EngineOptions options_;
