@@ -41,33 +41,8 @@ std::string_view rstrip_newlines(std::string_view s) {
 std::string_view strip_newlines(std::string_view s) { return rstrip_newlines(lstrip_newlines(s)); }
 
 // Python's json.dumps(value, ensure_ascii=False) (transformers' and @huggingface/jinja's
-// tojson): ", " and ": " separators, keys in their given order, only '"', '\\' and control
-// characters escaped.
-void append_json_string(std::string& out, const std::string& s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += kHex[c >> 4];
-          out += kHex[c & 15];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
+// tojson): ", " and ": " separators, keys in their given order. Strings are escaped as
+// nlohmann's dump() does without ensure_ascii: only '"', '\\' and control characters.
 void append_tojson(std::string& out, const nlohmann::ordered_json& value) {
   switch (value.type()) {
     case nlohmann::ordered_json::value_t::object: {
@@ -76,7 +51,7 @@ void append_tojson(std::string& out, const nlohmann::ordered_json& value) {
       for (const auto& [key, item] : value.items()) {
         if (!first) out += ", ";
         first = false;
-        append_json_string(out, key);
+        out += nlohmann::ordered_json(key).dump();
         out += ": ";
         append_tojson(out, item);
       }
@@ -92,10 +67,7 @@ void append_tojson(std::string& out, const nlohmann::ordered_json& value) {
       out += ']';
       break;
     }
-    case nlohmann::ordered_json::value_t::string:
-      append_json_string(out, value.get_ref<const std::string&>());
-      break;
-    default:  // null, booleans and numbers print as JSON does
+    default:  // strings, null, booleans and numbers print as JSON does
       out += value.dump();
   }
 }
