@@ -10,6 +10,8 @@ PACKAGES=(
   clang libclang-rt-14-dev
   # libraries the code uses
   nlohmann-json3-dev libcli11-dev libssl-dev libcurl4-openssl-dev libxxhash-dev libpcre2-dev libutf8proc-dev libedit-dev
+  # training: FP32 GEMM (OpenMP OpenBLAS, which also makes it the system BLAS PyTorch uses), YAML configs
+  libopenblas-openmp-dev libyaml-cpp-dev
   # interactive `kipp chat` is tested under tmux
   tmux
   # tooling: PyTorch reference, synthetic checkpoints, test fixtures

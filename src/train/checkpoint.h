@@ -1,0 +1,79 @@
+// Training checkpoints: Hugging-Face-layout folders that `kipp convert` turns into GGUF.
+//
+//   RUN_DIR/checkpoints/step-00000200/  config.json  model.safetensors  tokenizer.json
+//                                        optimizer.safetensors  trainer_state.json
+//   RUN_DIR/latest -> checkpoints/step-00000200      (symlink, replaced atomically)
+//   RUN_DIR/best   -> checkpoints/step-00000100      (lowest validation loss)
+//
+// A checkpoint is written under a temporary folder name, every file fsynced, the folder
+// renamed into place and the parent fsynced, and only then do the links move: a crash at any
+// point leaves `latest` naming a complete checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "train/parameters.h"
+
+namespace kipp::train {
+
+struct TrainerState {
+  uint64_t step = 0;             // optimizer updates applied
+  uint64_t epoch = 0;            // data epoch in progress
+  uint64_t data_cursor = 0;      // next window within the epoch's shuffled order
+  uint64_t tokens_seen = 0;      // training tokens consumed
+  uint64_t skipped_steps = 0;    // non-finite steps skipped so far
+  std::string rng_state;         // opaque text of the trainer's RNG
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  uint64_t best_step = 0;
+  double last_val_loss = std::numeric_limits<double>::quiet_NaN();
+  double elapsed_seconds = 0;    // wall time of the run so far
+};
+
+struct CheckpointData {
+  std::span<const float> params;
+  std::span<const float> adam_m;   // may be empty (averaged checkpoints have no optimizer)
+  std::span<const float> adam_v;
+  uint64_t adam_steps = 0;
+  TrainerState state;
+  std::string tokenizer_json;         // copied verbatim
+  std::string tokenizer_config_json;  // may be empty
+};
+
+// Writes RUN_DIR/checkpoints/step-NNNNNNNN atomically, points `latest` at it (and `best` when
+// is_best), then deletes the oldest step checkpoints beyond keep_last (never the one `best`
+// names). Returns the checkpoint folder.
+Expected<std::string> save_checkpoint(const std::string& run_dir, const ParameterLayout& layout,
+                                      const CheckpointData& data, bool is_best, uint32_t keep_last);
+
+// Writes a standalone HF-layout folder (config.json, model.safetensors, tokenizer files) with
+// no optimizer state: checkpoint averaging and exports use it.
+Status write_model_folder(const std::string& dir, const ParameterLayout& layout, std::span<const float> params,
+                          const std::string& tokenizer_json, const std::string& tokenizer_config_json);
+
+struct LoadedCheckpoint {
+  std::vector<float> params, adam_m, adam_v;
+  uint64_t adam_steps = 0;
+  TrainerState state;
+};
+
+// Loads a checkpoint folder written by save_checkpoint for `layout`; config.json must describe
+// the same model. The optimizer state must be present and complete.
+Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout);
+
+// Removes temporary folders a crash left behind in RUN_DIR/checkpoints.
+Status remove_partial_checkpoints(const std::string& run_dir);
+
+// Element-wise mean of the weights of several checkpoint folders of one model, written as a
+// model folder (tokenizer copied from the first).
+Status average_checkpoints(const std::vector<std::string>& dirs, const std::string& out_dir);
+
+// config.json text of a Qwen3 model (Qwen3ForCausalLM fields) that parse_hf_config accepts.
+std::string hf_config_json(const ModelConfig& config);
+
+}  // namespace kipp::train

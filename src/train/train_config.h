@@ -1,0 +1,105 @@
+// The training configuration: one YAML file (configs/*.yaml), with `--set section.key=value`
+// overrides applied before validation. Unknown sections or keys and bad values are one error
+// naming the key ("train.max_steps: expected a positive integer, got 'x'").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model_config.h"
+#include "train/adamw.h"
+#include "train/lr_schedule.h"
+#include "train/parameters.h"
+
+namespace kipp::train {
+
+struct ModelSection {
+  uint32_t vocab_size = 0;  // 0 ("auto" in YAML): the tokenizer's vocabulary size
+  uint32_t d_model = 768;
+  uint32_t n_layers = 12;
+  uint32_t n_heads = 12;
+  uint32_t n_kv_heads = 4;
+  uint32_t head_dim = 0;    // 0: d_model / n_heads
+  uint32_t d_ff = 2048;
+  uint32_t max_seq_len = 2048;
+  double norm_eps = 1e-6;
+  double rope_theta = 10000.0;
+  bool weight_tying = true;
+  double init_std = 0.02;
+  bool scaled_residual_init = false;
+  // Accepted only with the values this architecture has (dropout 0.0, activation swiglu,
+  // bias false), so a seed config loads and a different value is a clear error.
+};
+
+struct DataSection {
+  std::string format = "text";         // "text": UTF-8 files tokenized with the tokenizer; "tokens": raw ids
+  std::vector<std::string> train;      // files (relative paths resolve against the config file's folder)
+  std::string token_dtype = "uint16";  // "tokens" format: uint16 | uint32 little-endian
+  double validation_fraction = 0.05;   // of the windows, taken from the end
+  uint64_t seed = 1234;                // shuffle order
+};
+
+struct TrainSection {
+  uint32_t seq_len = 256;
+  uint32_t micro_batch = 8;
+  uint32_t grad_accum = 1;
+  uint64_t max_steps = 1000;
+  ScheduleKind schedule = ScheduleKind::Cosine;
+  double lr = 3e-4;
+  double min_lr = 3e-5;
+  uint64_t warmup_steps = 100;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  bool decay_embeddings = true;
+  double grad_clip = 1.0;               // 0: no clipping
+  uint64_t seed = 1234;                 // parameter init
+  uint32_t threads = 0;                 // 0: all hardware threads
+  bool recompute_blocks = false;        // activation checkpointing
+  uint32_t max_bad_steps = 5;           // consecutive non-finite steps before the run stops
+};
+
+struct EvalSection {
+  uint64_t every = 100;  // steps; 0: never
+  uint32_t batches = 8;  // validation micro-batches per evaluation
+};
+
+struct CheckpointSection {
+  uint64_t every = 200;     // steps; 0: only at the end
+  uint32_t keep_last = 3;   // step checkpoints kept besides `best`
+};
+
+struct LogSection {
+  uint64_t every = 10;  // steps between progress lines
+};
+
+struct TrainConfig {
+  ModelSection model;
+  std::string tokenizer;  // path to an HF tokenizer.json (relative: against the config file)
+  DataSection data;
+  TrainSection train;
+  EvalSection eval;
+  CheckpointSection checkpoint;
+  LogSection log;
+  std::string run_dir = "runs/run";  // `run.dir`
+
+  // The model dimensions as a ModelConfig (vocab_size must be resolved, i.e. non-zero).
+  ModelConfig model_config(uint32_t bos_token_id, uint32_t eos_token_id) const;
+  AdamWOptions adamw() const;
+  ScheduleOptions schedule() const;
+  InitOptions init() const;
+};
+
+// Parses YAML text. `overrides` are "section.key=value" strings; the value is parsed as YAML
+// (so `--set data.train=[a.txt,b.txt]` works). `base_dir` resolves relative paths.
+Expected<TrainConfig> parse_train_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                         const std::string& base_dir);
+Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+
+// The fully resolved config as YAML (absolute paths), saved in the run folder for --resume.
+std::string to_yaml(const TrainConfig& config);
+
+}  // namespace kipp::train

@@ -1,0 +1,63 @@
+// Hand-written forward and backward passes of the Qwen3 dense decoder for training, in FP32.
+// Every matrix product goes through OpenBLAS sgemm; element-wise passes are OpenMP loops.
+// All activation and scratch buffers are allocated once in create() for the largest batch
+// and reused by every step: nothing is allocated inside forward_backward().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/status.h"
+#include "train/parameters.h"
+
+namespace kipp::train {
+
+// Target id that carries no loss (prompt tokens in SFT, padding).
+inline constexpr int32_t kIgnoreTarget = -1;
+
+// `batch` rows of `seq_len` tokens each, row-major; positions restart at 0 in every row and
+// attention is causal within a row.
+struct TokenBatch {
+  std::span<const int32_t> inputs;   // batch * seq_len ids < vocab
+  std::span<const int32_t> targets;  // batch * seq_len ids < vocab, or kIgnoreTarget
+  uint32_t batch = 0;
+  uint32_t seq_len = 0;
+};
+
+struct LossSums {
+  double loss_sum = 0;      // sum of cross-entropy (natural log) over counted targets
+  uint64_t counted = 0;     // targets != kIgnoreTarget
+};
+
+struct TrainingModelOptions {
+  uint32_t max_batch = 1;
+  uint32_t seq_len = 1;
+  // Keep only each block's input and recompute the block during backward.
+  bool recompute_blocks = false;
+};
+
+class TrainingModel {
+ public:
+  static Expected<std::unique_ptr<TrainingModel>> create(const ParameterLayout& layout,
+                                                          const TrainingModelOptions& options);
+  virtual ~TrainingModel() = default;
+
+  // Forward and backward over one micro-batch: returns the loss sums and ADDS
+  // grad_scale * d(sum of cross-entropy)/d(parameter) into `grads` (so micro-batches accumulate;
+  // the trainer passes 1 / counted targets of the whole step). Validates ids and shapes first.
+  virtual Expected<LossSums> forward_backward(std::span<const float> params, const TokenBatch& batch,
+                                              float grad_scale, std::span<float> grads) = 0;
+
+  // Forward only (validation): loss sums, no gradients.
+  virtual Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) = 0;
+
+  // Forward only: logits [batch * seq_len, vocab] for every position (tests, export gate).
+  virtual Status logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
+                        uint32_t seq_len, std::span<float> out) = 0;
+
+  // Bytes of activations and scratch held (for the memory report).
+  virtual uint64_t workspace_bytes() const = 0;
+};
+
+}  // namespace kipp::train
