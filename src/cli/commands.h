@@ -20,6 +20,8 @@ void register_logits(CLI::App& app, Action& action);
 void register_generate(CLI::App& app, Action& action);
 void register_render(CLI::App& app, Action& action);
 void register_chat(CLI::App& app, Action& action);
+void register_train(CLI::App& app, Action& action);
+void register_average(CLI::App& app, Action& action);
 
 // Prints "kipp: error: <message>" on stderr and returns the failure exit code.
 int fail(const std::string& message);

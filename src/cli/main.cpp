@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   kipp::cli::register_generate(app, action);
   kipp::cli::register_render(app, action);
   kipp::cli::register_chat(app, action);
+  kipp::cli::register_train(app, action);
+  kipp::cli::register_average(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -5,6 +5,7 @@
 
 #include "core/files.h"
 #include "core/half.h"
+#include "core/random.h"
 #include "format/safetensors.h"
 #include "kernels/ref/ops.h"
 #include "kernels/weights.h"
@@ -18,16 +19,6 @@ bool ends_with(const std::string& text, const char* suffix) {
   const size_t n = std::strlen(suffix);
   return text.size() >= n && text.compare(text.size() - n, n, suffix) == 0;
 }
-
-// splitmix64: a counter-based generator, so each value depends only on (key, index).
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-double uniform_open(uint64_t bits) { return (double((bits >> 11) + 1)) * 0x1.0p-53; }  // (0, 1]
 
 }  // namespace
 
@@ -82,8 +73,8 @@ void init_parameters(const ParameterLayout& layout, const InitOptions& options, 
     const uint64_t key = XXH3_64bits_withSeed(t.name.data(), t.name.size(), options.seed);
     // Box-Muller on pairs of counter-derived uniforms.
     for (uint64_t i = 0; i < t.count; i += 2) {
-      const double u1 = uniform_open(mix(key ^ mix(i)));
-      const double u2 = uniform_open(mix(key ^ mix(i + 1)));
+      const double u1 = uniform_open(counter_random(key, i));
+      const double u2 = uniform_open(counter_random(key, i + 1));
       const double radius = std::sqrt(-2.0 * std::log(u1)) * std;
       out[i] = float(radius * std::cos(2.0 * M_PI * u2));
       if (i + 1 < t.count) out[i + 1] = float(radius * std::sin(2.0 * M_PI * u2));

@@ -1,0 +1,145 @@
+// `kipp train`: train a Qwen3-architecture model from a YAML config, resume a run, or start
+// from existing weights; `kipp average`: the element-wise mean of checkpoints.
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "train/checkpoint.h"
+#include "train/train_config.h"
+#include "train/trainer.h"
+
+namespace kipp::cli {
+namespace {
+
+constexpr const char* kTrainFooter = R"(
+The config is YAML (configs/tiny.yaml, small.yaml, medium.yaml; configs/training.yaml lists
+every key with its default). --set overrides any key before validation; the value is YAML,
+so lists work. Checkpoints go to RUN_DIR/checkpoints/step-N (RUN_DIR = run.dir), with
+RUN_DIR/latest and RUN_DIR/best (lowest validation loss) pointing at them; each is a Hugging
+Face folder that `kipp convert` turns into GGUF.
+
+--resume continues RUN_DIR from `latest` with the config saved there (plus any --set): the
+following steps are bitwise those of an uninterrupted run on the same thread count.
+Ctrl-C or SIGTERM saves a checkpoint and exits; a second Ctrl-C exits at once.
+
+Examples:
+  kipp train --config configs/tiny.yaml --set tokenizer=tokenizer.json --set data.train=[corpus.txt]
+  kipp train --config configs/tiny.yaml --set train.max_steps=20 --set run.dir=runs/try
+  kipp train --resume runs/try --set train.max_steps=40
+  kipp train --config configs/tiny.yaml --init runs/try/latest --set run.dir=runs/finetune
+  kipp convert runs/try/latest -o try.gguf)";
+
+std::atomic<bool> g_stop_requested{false};
+
+extern "C" void request_stop(int signal_number) {
+  g_stop_requested.store(true);
+  std::signal(signal_number, SIG_DFL);  // a second signal ends the process at once
+}
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string resume;
+  std::string init;
+  uint64_t until_step = 0;
+};
+
+std::string duration_text(double seconds) {
+  const auto total = uint64_t(seconds + 0.5);
+  char text[32];
+  if (total >= 3600) {
+    std::snprintf(text, sizeof text, "%luh%02lum", (unsigned long)(total / 3600), (unsigned long)(total / 60 % 60));
+  } else {
+    std::snprintf(text, sizeof text, "%lum%02lus", (unsigned long)(total / 60), (unsigned long)(total % 60));
+  }
+  return text;
+}
+
+int run_train(const TrainArgs& args) {
+  train::TrainRun run;
+  const std::string config_path = args.resume.empty() ? args.config : args.resume + "/config.yaml";
+  auto config = train::load_train_config(config_path, args.overrides);
+  if (!config) return fail(config.message());
+  run.config = std::move(*config);
+  if (!args.resume.empty()) {
+    run.resume = true;
+    run.config.run_dir = args.resume;
+  }
+  if (!args.init.empty()) run.init_path = args.init;
+  if (args.until_step) run.until_step = args.until_step;
+
+  train::TrainEvents events;
+  events.on_message = [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); };
+  events.on_step = [](const train::StepReport& r) {
+    std::printf("step %lu/%lu | epoch %lu | loss %.4f (avg %.4f) | lr %.3e | grad %.3f | %.0f tok/s | %s, ETA %s%s\n",
+                (unsigned long)r.step, (unsigned long)r.max_steps, (unsigned long)r.epoch, r.loss, r.smoothed_loss, r.lr,
+                r.grad_norm, r.tokens_per_second, duration_text(r.elapsed_seconds).c_str(),
+                duration_text(r.eta_seconds).c_str(),
+                r.skipped_steps ? (" | " + std::to_string(r.skipped_steps) + " skipped").c_str() : "");
+    std::fflush(stdout);
+  };
+  events.on_eval = [](const train::EvalReport& r) {
+    std::printf("step %lu: validation loss %.4f, perplexity %.2f%s\n", (unsigned long)r.step, r.loss, r.perplexity,
+                r.is_best ? " (best)" : "");
+    std::fflush(stdout);
+  };
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  auto summary = train::run_training(run, events, &g_stop_requested);
+  if (!summary) return fail(summary.message());
+  std::printf("%s after %lu steps (%lu tokens) in %s; last checkpoint %s\n",
+              summary->interrupted ? "stopped" : "finished", (unsigned long)summary->steps,
+              (unsigned long)summary->tokens_seen, duration_text(summary->elapsed_seconds).c_str(),
+              summary->last_checkpoint.empty() ? "none" : summary->last_checkpoint.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_train(CLI::App& app, Action& action) {
+  auto* command = app.add_subcommand("train", "Train a Qwen3-architecture model from a YAML config");
+  command->footer(kTrainFooter);
+  auto args = std::make_shared<TrainArgs>();
+  auto* config_option = command->add_option("-c,--config", args->config, "Training config (YAML)");
+  command->add_option("--set", args->overrides, "Override a config key: section.key=value (repeatable)");
+  auto* resume_option = command->add_option("--resume", args->resume, "Continue the run in this folder from 'latest'");
+  command->add_option("--init", args->init, "Start from these weights: an HF checkpoint folder or a GGUF");
+  command->add_option("--until-step", args->until_step,
+                      "Stop (saving a checkpoint) after this step; the schedule still runs to train.max_steps");
+  config_option->excludes(resume_option);
+  command->callback([&action, args, config_option, resume_option] {
+    if (config_option->count() == 0 && resume_option->count() == 0) {
+      action = [] { return fail("train: give --config FILE for a new run or --resume RUN_DIR"); };
+      return;
+    }
+    action = [args] { return run_train(*args); };
+  });
+}
+
+void register_average(CLI::App& app, Action& action) {
+  auto* command = app.add_subcommand("average", "Average the weights of checkpoints of one model into a new checkpoint");
+  command->footer(R"(
+The output is a Hugging Face folder (config.json, model.safetensors, tokenizer) without
+optimizer state; `kipp convert` turns it into GGUF.
+
+Example:
+  kipp average runs/try/checkpoints/step-00000400 runs/try/checkpoints/step-00000600 -o runs/try/avg)");
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto output = std::make_shared<std::string>();
+  command->add_option("checkpoints", *inputs, "Checkpoint folders (two or more)")->required()->expected(2, -1);
+  command->add_option("-o,--output", *output, "Output folder (must not exist)")->required();
+  command->callback([&action, inputs, output] {
+    action = [inputs, output] {
+      const Status status = train::average_checkpoints(*inputs, *output);
+      if (!status) return fail(status.message());
+      std::printf("averaged %zu checkpoints into %s\n", inputs->size(), output->c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace kipp::cli

@@ -1,0 +1,353 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include <cblas.h>
+
+#include "core/files.h"
+#include "data/token_corpus.h"
+#include "train/adamw.h"
+#include "train/checkpoint.h"
+#include "train/lr_schedule.h"
+#include "train/parameters.h"
+#include "train/training_model.h"
+
+namespace kipp::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// The shuffle is a pure function of (seed, epoch), so the "RNG state" a checkpoint needs is
+// just that seed; recording it lets resume refuse a run whose data order would differ.
+std::string rng_state_text(uint64_t data_seed) { return "epoch_order:seed=" + std::to_string(data_seed); }
+
+void tell(const TrainEvents& events, const std::string& message) {
+  if (events.on_message) events.on_message(message);
+}
+
+Expected<std::vector<uint32_t>> read_corpus(const TrainConfig& config, const data::TrainingTokenizer& tokenizer,
+                                            const TrainEvents& events) {
+  if (config.data.format == "tokens") {
+    const auto type = config.data.token_dtype == "uint32" ? data::TokenFileType::U32 : data::TokenFileType::U16;
+    return data::read_token_files(config.data.train, type, tokenizer.vocab_size);
+  }
+  return data::read_text_corpus(config.data.train, tokenizer, [&](const std::string& line) { tell(events, line); });
+}
+
+// The training state that moves: weights, gradients, optimizer and the data position.
+class Loop {
+ public:
+  Loop(const TrainRun& run, const TrainEvents& events, const ParameterLayout& layout, data::TokenWindows windows,
+       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer)
+      : run_(run),
+        config_(run.config),
+        events_(events),
+        layout_(layout),
+        windows_(std::move(windows)),
+        model_(std::move(model)),
+        tokenizer_(std::move(tokenizer)),
+        params_(layout.total()),
+        grads_(layout.total()),
+        optimizer_(layout, config_.adamw()) {
+    const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
+    inputs_.resize(rows);
+    targets_.resize(rows);
+  }
+
+  Status start_fresh() {
+    if (run_.init_path) {
+      KIPP_RETURN_IF_ERROR(load_parameters(layout_, *run_.init_path, params_));
+      tell(events_, "initialized from " + *run_.init_path);
+    } else {
+      init_parameters(layout_, config_.init(), params_);
+    }
+    state_.rng_state = rng_state_text(config_.data.seed);
+    return {};
+  }
+
+  Status resume_from(const std::string& dir) {
+    KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, load_checkpoint(dir, layout_));
+    if (loaded.state.rng_state != rng_state_text(config_.data.seed)) {
+      return make_error(dir + ": the checkpoint's data order (" + loaded.state.rng_state +
+                        ") differs from the config's data.seed " + std::to_string(config_.data.seed));
+    }
+    params_ = std::move(loaded.params);
+    std::copy(loaded.adam_m.begin(), loaded.adam_m.end(), optimizer_.first_moment().begin());
+    std::copy(loaded.adam_v.begin(), loaded.adam_v.end(), optimizer_.second_moment().begin());
+    optimizer_.set_steps_taken(loaded.adam_steps);
+    state_ = loaded.state;
+    tell(events_, "resumed from " + dir + " at step " + std::to_string(state_.step));
+    return {};
+  }
+
+  Expected<TrainSummary> run(const std::atomic<bool>* stop) {
+    const TrainSection& t = config_.train;
+    const ScheduleOptions schedule = config_.schedule();
+    const auto started = Clock::now();
+    const double elapsed_before = state_.elapsed_seconds;
+    const uint64_t first_step = state_.step;
+    auto elapsed = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count(); };
+    const uint64_t last_step = std::min<uint64_t>(t.max_steps, run_.until_step.value_or(t.max_steps));
+    TrainSummary summary;
+    summary.best_val_loss = state_.best_val_loss;
+    uint32_t consecutive_bad = 0;
+    double smoothed = std::numeric_limits<double>::quiet_NaN();
+    auto window_clock = Clock::now();
+    uint64_t window_tokens = 0;
+    bool saved_current = state_.step == first_step && first_step > 0;
+
+    while (state_.step < last_step) {
+      if (stop && stop->load()) {
+        summary.interrupted = true;
+        break;
+      }
+      std::fill(grads_.begin(), grads_.end(), 0.0f);
+      const uint32_t micro_rows = t.micro_batch * t.seq_len;
+      for (uint32_t m = 0; m < t.grad_accum; ++m) fill_micro_batch(inputs_.data() + size_t(m) * micro_rows,
+                                                                    targets_.data() + size_t(m) * micro_rows);
+      uint64_t counted = 0;
+      for (int32_t target : targets_) counted += target != kIgnoreTarget;
+      double loss_sum = 0;
+      for (uint32_t m = 0; m < t.grad_accum && counted > 0; ++m) {
+        TokenBatch batch;
+        batch.inputs = std::span<const int32_t>(inputs_).subspan(size_t(m) * micro_rows, micro_rows);
+        batch.targets = std::span<const int32_t>(targets_).subspan(size_t(m) * micro_rows, micro_rows);
+        batch.batch = t.micro_batch;
+        batch.seq_len = t.seq_len;
+        KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->forward_backward(params_, batch, 1.0f / float(counted), grads_));
+        loss_sum += sums.loss_sum;
+      }
+      const uint64_t step_tokens = uint64_t(t.grad_accum) * micro_rows;
+      state_.tokens_seen += step_tokens;
+      window_tokens += step_tokens;
+      const double loss = counted ? loss_sum / double(counted) : 0.0;
+      const double norm = clip_gradient_norm(grads_, t.grad_clip);
+      if (!std::isfinite(loss) || !std::isfinite(norm)) {
+        ++state_.skipped_steps;
+        ++consecutive_bad;
+        tell(events_, "step " + std::to_string(state_.step + 1) + ": non-finite " +
+                          (std::isfinite(loss) ? "gradient" : "loss") + ", skipped (optimizer untouched; " +
+                          std::to_string(state_.skipped_steps) + " skipped so far)");
+        if (consecutive_bad >= t.max_bad_steps) {
+          return make_error(std::to_string(consecutive_bad) + " consecutive steps had a non-finite loss or gradient; "
+                            "stopping (lower train.lr or set train.grad_clip). The last good checkpoint is " +
+                            (state_.step > 0 || !last_checkpoint_.empty() ? latest_text() : "none (no step succeeded)"));
+        }
+        continue;
+      }
+      consecutive_bad = 0;
+      const double lr = learning_rate(schedule, state_.step);
+      optimizer_.step(params_, grads_, lr);
+      ++state_.step;
+      saved_current = false;
+      smoothed = std::isnan(smoothed) ? loss : 0.9 * smoothed + 0.1 * loss;
+      summary.final_loss = loss;
+
+      const bool last = state_.step == last_step;
+      if (events_.on_step && (state_.step % config_.log.every == 0 || last)) {
+        const double window_seconds = std::chrono::duration<double>(Clock::now() - window_clock).count();
+        StepReport report;
+        report.step = state_.step;
+        report.max_steps = t.max_steps;
+        report.epoch = state_.epoch;
+        report.loss = loss;
+        report.smoothed_loss = smoothed;
+        report.lr = lr;
+        report.grad_norm = norm;
+        report.tokens_per_second = window_seconds > 0 ? double(window_tokens) / window_seconds : 0;
+        report.tokens_seen = state_.tokens_seen;
+        report.elapsed_seconds = elapsed();
+        const double per_step = (report.elapsed_seconds - elapsed_before) / double(state_.step - first_step);
+        report.eta_seconds = per_step * double(t.max_steps - state_.step);
+        report.skipped_steps = state_.skipped_steps;
+        events_.on_step(report);
+        window_clock = Clock::now();
+        window_tokens = 0;
+      }
+      bool is_best = false;
+      if (config_.eval.every && windows_.validation_count() && (state_.step % config_.eval.every == 0 || last)) {
+        KIPP_ASSIGN_OR_RETURN(is_best, evaluate());
+      }
+      if ((config_.checkpoint.every && state_.step % config_.checkpoint.every == 0) || last) {
+        state_.elapsed_seconds = elapsed();
+        KIPP_RETURN_IF_ERROR(save(is_best));
+        saved_current = true;
+      }
+    }
+    if (!saved_current && state_.step > first_step) {
+      state_.elapsed_seconds = elapsed();
+      KIPP_RETURN_IF_ERROR(save(false));
+    }
+    summary.interrupted = summary.interrupted || state_.step < t.max_steps;
+    summary.steps = state_.step;
+    summary.tokens_seen = state_.tokens_seen;
+    summary.best_val_loss = state_.best_val_loss;
+    summary.last_checkpoint = last_checkpoint_;
+    summary.elapsed_seconds = elapsed();
+    return summary;
+  }
+
+ private:
+  void fill_micro_batch(int32_t* inputs, int32_t* targets) {
+    for (uint32_t row = 0; row < config_.train.micro_batch; ++row) {
+      if (state_.data_cursor >= windows_.train_count()) {
+        ++state_.epoch;
+        state_.data_cursor = 0;
+      }
+      if (order_epoch_ != state_.epoch || order_.empty()) {
+        order_ = data::epoch_order(windows_.train_count(), config_.data.seed, state_.epoch);
+        order_epoch_ = state_.epoch;
+      }
+      const size_t offset = size_t(row) * config_.train.seq_len;
+      windows_.fill_train(order_[state_.data_cursor++], inputs + offset, targets + offset);
+    }
+  }
+
+  // Mean loss over the first eval.batches micro-batches of validation windows (a fixed set, so
+  // evaluations are comparable across steps).
+  Expected<bool> evaluate() {
+    const uint32_t seq = config_.train.seq_len;
+    const uint64_t windows = std::min<uint64_t>(windows_.validation_count(),
+                                                uint64_t(config_.eval.batches) * config_.train.micro_batch);
+    double loss_sum = 0;
+    uint64_t counted = 0;
+    for (uint64_t first = 0; first < windows; first += config_.train.micro_batch) {
+      const uint32_t rows = uint32_t(std::min<uint64_t>(config_.train.micro_batch, windows - first));
+      for (uint32_t r = 0; r < rows; ++r) {
+        windows_.fill_validation(first + r, inputs_.data() + size_t(r) * seq, targets_.data() + size_t(r) * seq);
+      }
+      TokenBatch batch;
+      batch.inputs = std::span<const int32_t>(inputs_).first(size_t(rows) * seq);
+      batch.targets = std::span<const int32_t>(targets_).first(size_t(rows) * seq);
+      batch.batch = rows;
+      batch.seq_len = seq;
+      KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->evaluate(params_, batch));
+      loss_sum += sums.loss_sum;
+      counted += sums.counted;
+    }
+    const double loss = counted ? loss_sum / double(counted) : std::numeric_limits<double>::quiet_NaN();
+    const bool is_best = std::isfinite(loss) && loss < state_.best_val_loss;
+    state_.last_val_loss = loss;
+    if (is_best) {
+      state_.best_val_loss = loss;
+      state_.best_step = state_.step;
+    }
+    if (events_.on_eval) {
+      EvalReport report;
+      report.step = state_.step;
+      report.loss = loss;
+      report.perplexity = std::exp(loss);
+      report.is_best = is_best;
+      events_.on_eval(report);
+    }
+    return is_best;
+  }
+
+  Status save(bool is_best) {
+    const auto began = Clock::now();
+    CheckpointData data;
+    data.params = params_;
+    data.adam_m = optimizer_.first_moment();
+    data.adam_v = optimizer_.second_moment();
+    data.adam_steps = optimizer_.steps_taken();
+    data.state = state_;
+    data.tokenizer_json = tokenizer_.tokenizer_json;
+    data.tokenizer_config_json = tokenizer_.tokenizer_config_json;
+    KIPP_ASSIGN_OR_RETURN(last_checkpoint_, save_checkpoint(config_.run_dir, layout_, data, is_best,
+                                                            config_.checkpoint.keep_last));
+    const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
+    char line[96];
+    std::snprintf(line, sizeof line, " (%.1f MB in %.2f s)%s", double(layout_.total()) * 12 / 1e6, seconds,
+                  is_best ? ", best so far" : "");
+    tell(events_, "step " + std::to_string(state_.step) + ": checkpoint saved to " + last_checkpoint_ + line);
+    return {};
+  }
+
+  std::string latest_text() const { return last_checkpoint_.empty() ? config_.run_dir + "/latest" : last_checkpoint_; }
+
+  const TrainRun& run_;
+  const TrainConfig& config_;
+  const TrainEvents& events_;
+  const ParameterLayout& layout_;
+  data::TokenWindows windows_;
+  std::unique_ptr<TrainingModel> model_;
+  data::TrainingTokenizer tokenizer_;
+  std::vector<float> params_, grads_;
+  AdamW optimizer_;
+  TrainerState state_;
+  std::vector<int32_t> inputs_, targets_;
+  std::vector<uint64_t> order_;
+  uint64_t order_epoch_ = 0;
+  std::string last_checkpoint_;
+};
+
+}  // namespace
+
+Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop) {
+  const TrainConfig& config = run.config;
+  const std::string latest = config.run_dir + "/latest";
+  const bool has_run = fs::exists(fs::symlink_status(latest));
+  if (run.resume && !has_run) return make_error(config.run_dir + ": no checkpoint to resume (no 'latest')");
+  if (!run.resume && has_run) {
+    return make_error("run.dir " + config.run_dir + " already holds a run; continue it with --resume " +
+                      config.run_dir + " or choose another run.dir");
+  }
+  if (run.resume && run.init_path) return make_error("--init starts a new run; it cannot be combined with --resume");
+
+  const int threads = config.train.threads ? int(config.train.threads) : omp_get_num_procs();
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+
+  // A resumed run keeps the tokenizer its checkpoints carry, wherever the original file went.
+  const std::string tokenizer_path = run.resume ? latest + "/tokenizer.json" : config.tokenizer;
+  KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, data::load_training_tokenizer(tokenizer_path));
+  TrainConfig resolved = config;
+  if (resolved.model.vocab_size == 0) resolved.model.vocab_size = tokenizer.vocab_size;
+  if (resolved.model.vocab_size < tokenizer.vocab_size) {
+    return make_error("model.vocab_size " + std::to_string(resolved.model.vocab_size) + " is smaller than the tokenizer's " +
+                      std::to_string(tokenizer.vocab_size) + " ids");
+  }
+  const ModelConfig model_config = resolved.model_config(tokenizer.bos_id, tokenizer.eos_id);
+  KIPP_RETURN_IF_ERROR(model_config.validate());
+  const ParameterLayout layout(model_config);
+
+  KIPP_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, read_corpus(resolved, tokenizer, events));
+  const uint64_t token_count = tokens.size();
+  KIPP_ASSIGN_OR_RETURN(data::TokenWindows windows, data::TokenWindows::create(std::move(tokens), resolved.train.seq_len,
+                                                                               resolved.data.validation_fraction));
+  tell(events, "corpus: " + std::to_string(token_count) + " tokens, " + std::to_string(windows.train_count()) +
+                   " training and " + std::to_string(windows.validation_count()) + " validation windows of " +
+                   std::to_string(resolved.train.seq_len) + "; model: " +
+                   std::to_string(layout.total()) + " parameters; " + std::to_string(threads) + " threads");
+
+  TrainingModelOptions model_options;
+  model_options.max_batch = resolved.train.micro_batch;
+  model_options.seq_len = resolved.train.seq_len;
+  model_options.recompute_blocks = resolved.train.recompute_blocks;
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> model, TrainingModel::create(layout, model_options));
+
+  TrainRun effective = run;
+  effective.config = resolved;
+  Loop loop(effective, events, layout, std::move(windows), std::move(model), std::move(tokenizer));
+  if (run.resume) {
+    KIPP_RETURN_IF_ERROR(remove_partial_checkpoints(config.run_dir));
+    KIPP_RETURN_IF_ERROR(loop.resume_from(fs::canonical(latest).string()));
+  } else {
+    std::error_code error;
+    fs::create_directories(config.run_dir, error);
+    if (error) return make_error("cannot create run.dir " + config.run_dir + ": " + error.message());
+    KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
+    KIPP_RETURN_IF_ERROR(loop.start_fresh());
+  }
+  return loop.run(stop);
+}
+
+}  // namespace kipp::train

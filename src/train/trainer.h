@@ -1,0 +1,70 @@
+// The training loop: data windows -> micro-batches -> forward/backward -> clipping -> AdamW,
+// with validation, checkpoints and exact resume. Reports progress through callbacks; prints
+// nothing itself (the CLI and, later, the dashboard decide how to show it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "train/train_config.h"
+
+namespace kipp::train {
+
+struct TrainRun {
+  TrainConfig config;
+  // Continue config.run_dir from its `latest` checkpoint: the following steps are bitwise
+  // those of an uninterrupted run (same config and thread count).
+  bool resume = false;
+  // Start from these weights (HF checkpoint folder or GGUF) instead of a random init.
+  std::optional<std::string> init_path;
+  // Stop after this step with a checkpoint, as if interrupted; the schedule still runs to
+  // train.max_steps, so a later --resume continues the same run.
+  std::optional<uint64_t> until_step;
+};
+
+struct StepReport {
+  uint64_t step = 0;           // updates applied, including this one
+  uint64_t max_steps = 0;
+  uint64_t epoch = 0;
+  double loss = 0;             // this step's mean loss
+  double smoothed_loss = 0;    // exponential moving average (0.9)
+  double lr = 0;
+  double grad_norm = 0;        // before clipping
+  double tokens_per_second = 0;
+  uint64_t tokens_seen = 0;
+  double elapsed_seconds = 0;
+  double eta_seconds = 0;
+  uint64_t skipped_steps = 0;
+};
+
+struct EvalReport {
+  uint64_t step = 0;
+  double loss = 0;
+  double perplexity = 0;
+  bool is_best = false;
+};
+
+struct TrainEvents {
+  std::function<void(const StepReport&)> on_step;     // every log.every steps and the last
+  std::function<void(const EvalReport&)> on_eval;
+  std::function<void(const std::string&)> on_message;  // data loaded, checkpoint saved, skipped step
+};
+
+struct TrainSummary {
+  uint64_t steps = 0;
+  uint64_t tokens_seen = 0;
+  double final_loss = 0;
+  double best_val_loss = 0;        // infinity when no validation ran
+  std::string last_checkpoint;     // folder
+  bool interrupted = false;        // stopped by the stop flag or until_step
+  double elapsed_seconds = 0;
+};
+
+// Runs until train.max_steps, until_step, or *stop becomes true (then saves and returns).
+Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop);
+
+}  // namespace kipp::train
