@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# A fresh `kipp train` run on the tiny test config: the loss falls well below its start
+# (ln(vocab) ~ 11.9 for a random init), validation runs, `latest` and `best` name complete
+# checkpoints, and a run folder that already holds a run is refused without --resume.
+# Usage: train_run.sh KIPP CONFIG TOKENIZER_JSON CORPUS RUN_DIR
+set -euo pipefail
+kipp=$1 config=$2 tokenizer=$3 corpus=$4 run=$5
+rm -rf "$run"
+sets=(--set "tokenizer=$tokenizer" --set "data.train=[$corpus]" --set "run.dir=$run")
+"$kipp" train --config "$config" "${sets[@]}" --set train.max_steps=40 --set eval.every=20 | tee "$run.log"
+
+first=$(grep -m1 -o 'loss [0-9.]*' "$run.log" | awk '{print $2}')
+final=$(grep 'step 40: validation loss' "$run.log" | awk '{print $5}' | tr -d ,)
+echo "first training loss $first, final validation loss $final"
+awk -v a="$first" -v b="$final" 'BEGIN { exit !(a > 10 && b < a - 4) }' ||
+  { echo "FAIL: the loss did not fall enough ($first -> $final)" >&2; exit 1; }
+grep -q "finished after 40 steps" "$run.log" || { echo "FAIL: no completion line" >&2; exit 1; }
+for link in latest best; do
+  for file in config.json model.safetensors tokenizer.json optimizer.safetensors trainer_state.json; do
+    [[ -f "$run/$link/$file" ]] || { echo "FAIL: $run/$link/$file is missing" >&2; exit 1; }
+  done
+done
+
+if "$kipp" train --config "$config" "${sets[@]}" 2>"$run.refused"; then
+  echo "FAIL: a second run into the same folder was accepted" >&2; exit 1
+fi
+grep -q "already holds a run; continue it with --resume" "$run.refused" ||
+  { echo "FAIL: unclear refusal: $(cat "$run.refused")" >&2; exit 1; }
+echo "PASS"
