@@ -6,8 +6,13 @@
 //   RUN_DIR/best   -> checkpoints/step-00000100      (lowest validation loss)
 //
 // A checkpoint is written under a temporary folder name, every file fsynced, the folder
-// renamed into place and the parent fsynced, and only then do the links move: a crash at any
-// point leaves `latest` naming a complete checkpoint.
+// renamed into place and the parent fsynced, and only then do the links move (`best` before
+// `latest`): a crash at any point leaves `latest` naming a complete checkpoint.
+//
+// optimizer.safetensors holds F32 "<parameter name>.exp_avg" and ".exp_avg_sq" for every
+// parameter and the metadata "adam_steps". trainer_state.json holds every TrainerState field
+// and "version": 1; JSON has no infinity or NaN, so non-finite losses are the strings
+// "Infinity", "-Infinity" and "NaN" (which Python's float() reads back).
 #pragma once
 
 #include <cstdint>
@@ -66,7 +71,9 @@ struct LoadedCheckpoint {
 // the same model. The optimizer state must be present and complete.
 Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout);
 
-// Removes temporary folders a crash left behind in RUN_DIR/checkpoints.
+// Removes what a crash left behind in RUN_DIR/checkpoints: temporary folders, and step folders
+// newer than `latest` that no link names (saved, but the links never moved; resume writes
+// them again).
 Status remove_partial_checkpoints(const std::string& run_dir);
 
 // Element-wise mean of the weights of several checkpoint folders of one model, written as a

@@ -1,6 +1,13 @@
 // The training configuration: one YAML file (configs/*.yaml), with `--set section.key=value`
 // overrides applied before validation. Unknown sections or keys and bad values are one error
-// naming the key ("train.max_steps: expected a positive integer, got 'x'").
+// naming the key ("train.max_steps: expected a positive integer, got 'x'"); when there are
+// several, the message has one line per error.
+//
+// Paths: a relative `tokenizer` or `data.train` entry written in a config file names a file
+// next to that file (the config travels with its data); the same key given with --set is
+// relative to the working directory, like any path typed on a command line. `run.dir` is an
+// output and always follows the working directory. Parsing makes every path absolute, so a
+// config saved with to_yaml means the same from any folder.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +28,7 @@ struct ModelSection {
   uint32_t n_layers = 12;
   uint32_t n_heads = 12;
   uint32_t n_kv_heads = 4;
-  uint32_t head_dim = 0;    // 0: d_model / n_heads
+  uint32_t head_dim = 0;    // 0 ("auto"): d_model / n_heads; parsing resolves it
   uint32_t d_ff = 2048;
   uint32_t max_seq_len = 2048;
   double norm_eps = 1e-6;
@@ -31,6 +38,8 @@ struct ModelSection {
   bool scaled_residual_init = false;
   // Accepted only with the values this architecture has (dropout 0.0, activation swiglu,
   // bias false), so a seed config loads and a different value is a clear error.
+
+  bool operator==(const ModelSection&) const = default;
 };
 
 struct DataSection {
@@ -39,6 +48,8 @@ struct DataSection {
   std::string token_dtype = "uint16";  // "tokens" format: uint16 | uint32 little-endian
   double validation_fraction = 0.05;   // of the windows, taken from the end
   uint64_t seed = 1234;                // shuffle order
+
+  bool operator==(const DataSection&) const = default;
 };
 
 struct TrainSection {
@@ -60,20 +71,28 @@ struct TrainSection {
   uint32_t threads = 0;                 // 0: all hardware threads
   bool recompute_blocks = false;        // activation checkpointing
   uint32_t max_bad_steps = 5;           // consecutive non-finite steps before the run stops
+
+  bool operator==(const TrainSection&) const = default;
 };
 
 struct EvalSection {
   uint64_t every = 100;  // steps; 0: never
   uint32_t batches = 8;  // validation micro-batches per evaluation
+
+  bool operator==(const EvalSection&) const = default;
 };
 
 struct CheckpointSection {
   uint64_t every = 200;     // steps; 0: only at the end
   uint32_t keep_last = 3;   // step checkpoints kept besides `best`
+
+  bool operator==(const CheckpointSection&) const = default;
 };
 
 struct LogSection {
   uint64_t every = 10;  // steps between progress lines
+
+  bool operator==(const LogSection&) const = default;
 };
 
 struct TrainConfig {
@@ -91,10 +110,14 @@ struct TrainConfig {
   AdamWOptions adamw() const;
   ScheduleOptions schedule() const;
   InitOptions init() const;
+
+  bool operator==(const TrainConfig&) const = default;
 };
 
 // Parses YAML text. `overrides` are "section.key=value" strings; the value is parsed as YAML
-// (so `--set data.train=[a.txt,b.txt]` works). `base_dir` resolves relative paths.
+// (so `--set data.train=[a.txt,b.txt]` works). `base_dir` is the folder relative input paths
+// in the text are resolved against ("": the working directory); load_train_config passes the
+// file's folder and prefixes errors with the file name.
 Expected<TrainConfig> parse_train_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                          const std::string& base_dir);
 Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides);

@@ -1,0 +1,649 @@
+#include "train/train_config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <string_view>
+
+#include "core/files.h"
+
+namespace kipp::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- How each key's value is checked -------------------------------------------------------
+
+// An integer of at least `min` that is a multiple of `multiple` (`why` says who needs that).
+// `auto_zero` keys also take `auto` (or 0), kept as 0 until something resolves it.
+struct Count {
+  uint64_t min;
+  uint64_t multiple;
+  const char* why;
+  bool auto_zero;
+};
+
+constexpr Count kPositiveInt{1, 1, "", false};
+constexpr Count kNonNegativeInt{0, 1, "", false};
+constexpr Count kAutoOrPositive{1, 1, "", true};
+constexpr Count kBlockWidth{1, 32,
+                            "GGUF quantizes each matrix row in blocks of 32 weights, so every width the "
+                            "rows have must be a whole number of blocks",
+                            false};
+constexpr Count kHeadDim{1, 2, "rotary position embeddings rotate pairs of dimensions", true};
+
+// A number in an interval; an infinite bound is no bound.
+struct Real {
+  double lo, hi;
+  bool lo_open, hi_open;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Real kPositiveReal{0, kInf, true, true};
+constexpr Real kNonNegativeReal{0, kInf, false, true};
+constexpr Real kFraction{0, 1, false, true};
+constexpr Real kEpsilon{0, 1, true, false};
+
+// A word from a fixed set.
+struct Choice {
+  std::vector<std::string_view> words;
+};
+
+// Relative input paths name files next to the config; outputs (run.dir) follow the working
+// directory, as an output path on a command line does.
+enum class PathBase { ConfigFolder, WorkingDirectory };
+
+// A KitAI model key this architecture has exactly one value for: accepted so that a seed config
+// loads, with any other value refused and the reason given.
+struct Fixed {
+  const char* value;   // as written back by to_yaml
+  const char* reason;
+  bool (*accepts)(std::string_view text);
+};
+
+// The whole text is one number (no sign for unsigned types, no trailing characters).
+template <typename T>
+bool parse_whole(std::string_view text, T& value) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() && end == text.data() + text.size();
+}
+
+bool is_zero(std::string_view text) {
+  double value = 1;
+  return parse_whole(text, value) && value == 0;
+}
+bool is_swiglu(std::string_view text) { return text == "swiglu"; }
+bool is_false(std::string_view text) { return text == "false" || text == "False" || text == "FALSE"; }
+
+const Fixed kNoDropout{"0.0", "this architecture has no dropout; only 0 is accepted", is_zero};
+const Fixed kSwiGlu{"swiglu", "Qwen3's feed-forward is SwiGLU; only swiglu is accepted", is_swiglu};
+const Fixed kNoBias{"false", "Qwen3's projections have no bias; only false is accepted", is_false};
+
+// Every key, in file order. Reading, writing and the list of known keys all walk this one
+// table; a dotted name is "section.key", a plain one a top-level key.
+template <typename Config, typename Visit>
+void visit_fields(Config& c, Visit&& visit) {
+  visit("model.vocab_size", c.model.vocab_size, kAutoOrPositive);
+  visit("model.d_model", c.model.d_model, kBlockWidth);
+  visit("model.n_layers", c.model.n_layers, kPositiveInt);
+  visit("model.n_heads", c.model.n_heads, kPositiveInt);
+  visit("model.n_kv_heads", c.model.n_kv_heads, kPositiveInt);
+  visit("model.head_dim", c.model.head_dim, kHeadDim);
+  visit("model.d_ff", c.model.d_ff, kBlockWidth);
+  visit("model.max_seq_len", c.model.max_seq_len, kPositiveInt);
+  visit("model.norm_eps", c.model.norm_eps, kEpsilon);
+  visit("model.rope_theta", c.model.rope_theta, kPositiveReal);
+  visit("model.weight_tying", c.model.weight_tying);
+  visit("model.init_std", c.model.init_std, kPositiveReal);
+  visit("model.scaled_residual_init", c.model.scaled_residual_init);
+  visit("model.dropout", kNoDropout);
+  visit("model.activation", kSwiGlu);
+  visit("model.bias", kNoBias);
+  visit("tokenizer", c.tokenizer, PathBase::ConfigFolder);
+  visit("data.format", c.data.format, Choice{{"text", "tokens"}});
+  visit("data.train", c.data.train, PathBase::ConfigFolder);
+  visit("data.token_dtype", c.data.token_dtype, Choice{{"uint16", "uint32"}});
+  visit("data.validation_fraction", c.data.validation_fraction, kFraction);
+  visit("data.seed", c.data.seed, kNonNegativeInt);
+  visit("train.seq_len", c.train.seq_len, kPositiveInt);
+  visit("train.micro_batch", c.train.micro_batch, kPositiveInt);
+  visit("train.grad_accum", c.train.grad_accum, kPositiveInt);
+  visit("train.max_steps", c.train.max_steps, kPositiveInt);
+  visit("train.schedule", c.train.schedule);
+  visit("train.lr", c.train.lr, kPositiveReal);
+  visit("train.min_lr", c.train.min_lr, kPositiveReal);
+  visit("train.warmup_steps", c.train.warmup_steps, kNonNegativeInt);
+  visit("train.weight_decay", c.train.weight_decay, kNonNegativeReal);
+  visit("train.beta1", c.train.beta1, kFraction);
+  visit("train.beta2", c.train.beta2, kFraction);
+  visit("train.eps", c.train.eps, kPositiveReal);
+  visit("train.decay_embeddings", c.train.decay_embeddings);
+  visit("train.grad_clip", c.train.grad_clip, kNonNegativeReal);
+  visit("train.seed", c.train.seed, kNonNegativeInt);
+  visit("train.threads", c.train.threads, kNonNegativeInt);
+  visit("train.recompute_blocks", c.train.recompute_blocks);
+  visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
+  visit("eval.every", c.eval.every, kNonNegativeInt);
+  visit("eval.batches", c.eval.batches, kPositiveInt);
+  visit("checkpoint.every", c.checkpoint.every, kNonNegativeInt);
+  visit("checkpoint.keep_last", c.checkpoint.keep_last, kPositiveInt);
+  visit("log.every", c.log.every, kPositiveInt);
+  visit("run.dir", c.run_dir, PathBase::WorkingDirectory);
+}
+
+constexpr std::string_view kScheduleNames[] = {"cosine", "linear", "constant"};
+
+// parse_schedule_kind stays the one map between names and kinds.
+std::string_view schedule_name(ScheduleKind kind) {
+  for (std::string_view name : kScheduleNames) {
+    if (parse_schedule_kind(name).value() == kind) return name;
+  }
+  return kScheduleNames[0];
+}
+
+std::string section_of(std::string_view name) {
+  const size_t dot = name.find('.');
+  return std::string(dot == std::string_view::npos ? std::string_view() : name.substr(0, dot));
+}
+
+std::string key_of(std::string_view name) {
+  const size_t dot = name.find('.');
+  return std::string(dot == std::string_view::npos ? name : name.substr(dot + 1));
+}
+
+const std::vector<std::string>& known_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    TrainConfig config;
+    visit_fields(config, [&](const char* name, auto&&...) { out.emplace_back(name); });
+    return out;
+  }();
+  return names;
+}
+
+bool is_known(std::string_view name) {
+  const auto& names = known_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool is_section(std::string_view name) {
+  for (const std::string& known : known_names()) {
+    if (section_of(known) == name) return true;
+  }
+  return false;
+}
+
+// Optimal string alignment distance: edits, with a swap of neighbours counted as one.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// " (did you mean train.max_steps?)" when an unknown name is an obvious near miss: a small typo
+// of a name at the same place, or a key that exists under another section.
+std::string suggestion(std::string_view unknown) {
+  std::vector<std::string> candidates = known_names();
+  for (const std::string& name : known_names()) {
+    if (!section_of(name).empty()) candidates.push_back(section_of(name));
+  }
+  const std::string section = section_of(unknown), key = key_of(unknown);
+  std::string best;
+  size_t best_distance = 3;  // at most two edits...
+  for (const std::string& name : candidates) {
+    if (section_of(name) != section) continue;
+    const size_t distance = edit_distance(key, key_of(name));
+    if (distance < best_distance && 2 * distance < key.size()) {  // ...and less than half the name
+      best = name;
+      best_distance = distance;
+    }
+  }
+  if (best.empty()) {
+    size_t matches = 0;
+    for (const std::string& name : known_names()) {
+      if (key_of(name) == key && section_of(name) != section && ++matches == 1) best = name;
+    }
+    if (matches > 1) best.clear();  // eval.every or log.every: not obvious
+  }
+  return best.empty() ? " (configs/training.yaml lists every key)" : " (did you mean " + best + "?)";
+}
+
+// ---- Reading values ------------------------------------------------------------------------
+
+std::string found_text(const YAML::Node& node) {
+  if (node.IsSequence()) return "a list";
+  if (node.IsMap()) return "a mapping";
+  if (!node.IsScalar()) return "nothing";
+  return "'" + node.Scalar() + "'";
+}
+
+std::string count_text(const Count& rule) {
+  std::string text = rule.min == 0 ? "a non-negative " : "a positive ";
+  text += rule.multiple > 1 ? "multiple of " + std::to_string(rule.multiple) : std::string("integer");
+  return rule.auto_zero ? text + " or auto" : text;
+}
+
+std::string number_text(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, result.ptr);
+}
+
+std::string real_text(const Real& rule) {
+  if (rule.lo == 0 && rule.hi == kInf) return rule.lo_open ? "a positive number" : "a non-negative number";
+  return std::string("a number in ") + (rule.lo_open ? "(" : "[") + number_text(rule.lo) + ", " + number_text(rule.hi) +
+         (rule.hi_open ? ")" : "]");
+}
+
+Expected<uint64_t> read_count(const YAML::Node& node, const Count& rule, uint64_t max) {
+  const std::string expected = "expected " + count_text(rule) + ", got " + found_text(node);
+  if (!node.IsScalar()) return make_error(expected);
+  if (rule.auto_zero && node.Scalar() == "auto") return uint64_t{0};
+  uint64_t value = 0;
+  if (!parse_whole(node.Scalar(), value)) return make_error(expected);
+  if (rule.auto_zero && value == 0) return value;
+  if (value < rule.min) return make_error(expected);
+  if (value > max) return make_error(expected + " (at most " + std::to_string(max) + ")");
+  if (value % rule.multiple != 0) return make_error(expected + ": " + rule.why);
+  return value;
+}
+
+bool in_range(double value, const Real& rule) {
+  const bool above = rule.lo_open ? value > rule.lo : value >= rule.lo;
+  const bool below = rule.hi_open ? value < rule.hi : value <= rule.hi;
+  return above && below;  // false for NaN
+}
+
+Expected<double> read_real(const YAML::Node& node, const Real& rule) {
+  double value = 0;
+  if (!node.IsScalar() || !parse_whole(node.Scalar(), value) || !in_range(value, rule)) {
+    return make_error("expected " + real_text(rule) + ", got " + found_text(node));
+  }
+  return value;
+}
+
+Expected<bool> read_bool(const YAML::Node& node) {
+  if (node.IsScalar()) {
+    const std::string& text = node.Scalar();
+    if (text == "true" || text == "True" || text == "TRUE") return true;
+    if (is_false(text)) return false;
+  }
+  return make_error("expected true or false, got " + found_text(node));
+}
+
+// A missing value (`tokenizer:`) reads as empty, so the "required" check explains what to set.
+Expected<std::string> read_string(const YAML::Node& node, const char* what) {
+  if (node.IsNull()) return std::string();
+  if (!node.IsScalar()) return make_error(std::string("expected ") + what + ", got " + found_text(node));
+  return node.Scalar();
+}
+
+std::string resolve_path(const std::string& path, const std::string& base) {
+  if (path.empty()) return path;
+  fs::path resolved(path);
+  if (resolved.is_relative() && !base.empty()) resolved = fs::path(base) / resolved;
+  std::error_code error;
+  const fs::path absolute = fs::absolute(resolved, error);
+  return (error ? resolved : absolute).lexically_normal().string();
+}
+
+// Where a key's value came from: its node, the prefix of its errors and its folder for paths.
+struct Source {
+  YAML::Node node;
+  std::string origin;    // "FILE: ", "" (text without a file) or "--set "
+  std::string base_dir;  // relative input paths resolve here ("" = the working directory)
+};
+
+using Sources = std::map<std::string, Source, std::less<>>;
+
+class Reader {
+ public:
+  Reader(const Sources& sources, std::vector<std::string>& errors) : sources_(sources), errors_(errors) {}
+
+  template <typename T>
+  void operator()(const char* name, T& value, const Count& rule) {
+    read(name, [&](const Source& s) -> Status {
+      KIPP_ASSIGN_OR_RETURN(const uint64_t count, read_count(s.node, rule, std::numeric_limits<T>::max()));
+      value = static_cast<T>(count);
+      return {};
+    });
+  }
+  void operator()(const char* name, double& value, const Real& rule) {
+    read(name, [&](const Source& s) -> Status {
+      KIPP_ASSIGN_OR_RETURN(value, read_real(s.node, rule));
+      return {};
+    });
+  }
+  void operator()(const char* name, bool& value) {
+    read(name, [&](const Source& s) -> Status {
+      KIPP_ASSIGN_OR_RETURN(value, read_bool(s.node));
+      return {};
+    });
+  }
+  void operator()(const char* name, std::string& value, const Choice& rule) {
+    read(name, [&](const Source& s) -> Status {
+      std::string words;
+      for (std::string_view word : rule.words) words += (words.empty() ? "" : " or ") + std::string(word);
+      const auto text = read_string(s.node, words.c_str());
+      if (!text.ok() || std::find(rule.words.begin(), rule.words.end(), *text) == rule.words.end()) {
+        return make_error("expected " + words + ", got " + found_text(s.node));
+      }
+      value = *text;
+      return {};
+    });
+  }
+  void operator()(const char* name, std::string& value, PathBase base) {
+    read(name, [&](const Source& s) -> Status {
+      KIPP_ASSIGN_OR_RETURN(value, read_string(s.node, "a path"));
+      if (base == PathBase::ConfigFolder) value = resolve_path(value, s.base_dir);
+      return {};
+    });
+    // Outputs follow the working directory, the default value included.
+    if (base == PathBase::WorkingDirectory) value = resolve_path(value, "");
+  }
+  void operator()(const char* name, std::vector<std::string>& value, PathBase base) {
+    read(name, [&](const Source& s) -> Status {
+      const std::string expected = "expected a list of files such as [a.txt, b.txt], got ";
+      if (s.node.IsNull()) {
+        value.clear();
+        return {};
+      }
+      if (!s.node.IsSequence()) return make_error(expected + found_text(s.node));
+      std::vector<std::string> paths;
+      for (const YAML::Node& item : s.node) {
+        if (!item.IsScalar() || item.Scalar().empty()) {
+          return make_error(expected + "an entry " + (item.IsScalar() ? "''" : found_text(item)));
+        }
+        paths.push_back(resolve_path(item.Scalar(), base == PathBase::ConfigFolder ? s.base_dir : std::string()));
+      }
+      value = std::move(paths);
+      return {};
+    });
+  }
+  void operator()(const char* name, ScheduleKind& value) {
+    read(name, [&](const Source& s) -> Status {
+      if (!s.node.IsScalar()) return make_error("expected cosine, linear or constant, got " + found_text(s.node));
+      KIPP_ASSIGN_OR_RETURN(value, parse_schedule_kind(s.node.Scalar()));
+      return {};
+    });
+  }
+  void operator()(const char* name, const Fixed& rule) {
+    read(name, [&](const Source& s) -> Status {
+      if (s.node.IsScalar() && rule.accepts(s.node.Scalar())) return {};
+      return make_error(std::string(rule.reason) + ", got " + found_text(s.node));
+    });
+  }
+
+ private:
+  template <typename Parse>
+  void read(const char* name, Parse&& parse) {
+    const auto it = sources_.find(name);
+    if (it == sources_.end()) return;
+    const Status status = parse(it->second);
+    if (!status) errors_.push_back(it->second.origin + name + ": " + status.message());
+  }
+
+  const Sources& sources_;
+  std::vector<std::string>& errors_;
+};
+
+// ---- Collecting the sources: the file's keys, then the overrides ---------------------------
+
+std::string yaml_error_text(const YAML::Exception& error) {
+  if (error.mark.is_null()) return error.msg;
+  return "line " + std::to_string(error.mark.line + 1) + ", column " + std::to_string(error.mark.column + 1) + ": " +
+         error.msg;
+}
+
+void add_file_keys(const YAML::Node& root, const std::string& origin, const std::string& base_dir, Sources& sources,
+                   std::vector<std::string>& errors) {
+  auto add = [&](const std::string& name, const YAML::Node& value) {
+    if (!sources.emplace(name, Source{value, origin, base_dir}).second) {
+      errors.push_back(origin + name + ": given twice");
+    }
+  };
+  for (const auto& entry : root) {
+    const std::string section = entry.first.Scalar();
+    if (is_known(section)) {
+      add(section, entry.second);
+    } else if (!is_section(section)) {
+      errors.push_back(origin + section + ": unknown section" + suggestion(section));
+    } else if (!entry.second.IsMap() && !entry.second.IsNull()) {
+      errors.push_back(origin + section + ": expected a section of key: value lines, got " + found_text(entry.second));
+    } else {
+      for (const auto& item : entry.second) {
+        const std::string name = section + "." + item.first.Scalar();
+        if (is_known(name)) {
+          add(name, item.second);
+        } else {
+          errors.push_back(origin + name + ": unknown key" + suggestion(name));
+        }
+      }
+    }
+  }
+}
+
+void add_override(const std::string& text, Sources& sources, std::vector<std::string>& errors) {
+  const size_t equals = text.find('=');
+  const std::string name = text.substr(0, equals);
+  const bool bare_key = name.find('.') == std::string::npos && !is_known(name);
+  if (equals == std::string::npos || name.empty() || bare_key) {
+    const bool hint = equals != std::string::npos && bare_key && !name.empty() && !is_section(name);
+    errors.push_back("--set " + text + ": expected section.key=value, e.g. --set train.max_steps=20" +
+                     (hint ? suggestion(name) : std::string()));
+    return;
+  }
+  if (!is_known(name)) {
+    errors.push_back("--set " + name + ": unknown key" + suggestion(name));
+    return;
+  }
+  try {
+    // Later --set of the same key wins, as on most command lines.
+    sources[name] = Source{YAML::Load(text.substr(equals + 1)), "--set ", ""};
+  } catch (const YAML::Exception& error) {
+    errors.push_back("--set " + text + ": not a YAML value: " + yaml_error_text(error));
+  }
+}
+
+// ---- Checks across keys --------------------------------------------------------------------
+
+uint32_t resolved_head_dim(const ModelSection& m) { return m.head_dim ? m.head_dim : m.d_model / m.n_heads; }
+
+void check_relations(TrainConfig& c, const Sources& sources, const std::string& file_origin,
+                     std::vector<std::string>& errors) {
+  auto fail = [&](const char* name, const std::string& message) {
+    const auto it = sources.find(name);
+    errors.push_back((it == sources.end() ? file_origin : it->second.origin) + name + ": " + message);
+  };
+  ModelSection& m = c.model;
+  if (m.n_heads % m.n_kv_heads != 0) {
+    fail("model.n_kv_heads", "n_heads " + std::to_string(m.n_heads) + " is not a multiple of n_kv_heads " +
+                                 std::to_string(m.n_kv_heads) +
+                                 " (each key/value head serves a whole group of query heads)");
+  }
+  if (m.head_dim == 0) {
+    if (m.d_model % m.n_heads != 0) {
+      fail("model.head_dim", "auto means d_model / n_heads, but d_model " + std::to_string(m.d_model) +
+                                 " is not a multiple of n_heads " + std::to_string(m.n_heads) + "; set head_dim");
+    } else if (resolved_head_dim(m) % kHeadDim.multiple != 0) {
+      fail("model.head_dim", "auto gives d_model / n_heads = " + std::to_string(resolved_head_dim(m)) +
+                                 ", which is odd: " + kHeadDim.why + "; set head_dim");
+    } else {
+      m.head_dim = resolved_head_dim(m);
+    }
+  }
+  const uint64_t attention_width = uint64_t{m.n_heads} * m.head_dim;
+  if (m.head_dim != 0 && attention_width % kBlockWidth.multiple != 0) {
+    fail("model.head_dim", "n_heads * head_dim = " + std::to_string(attention_width) + " is not a multiple of " +
+                               std::to_string(kBlockWidth.multiple) + ": " + kBlockWidth.why);
+  }
+  if (c.train.seq_len > m.max_seq_len) {
+    fail("train.seq_len", std::to_string(c.train.seq_len) + " is longer than model.max_seq_len " +
+                              std::to_string(m.max_seq_len));
+  }
+  if (c.train.min_lr > c.train.lr) {
+    fail("train.min_lr", number_text(c.train.min_lr) + " is above train.lr " + number_text(c.train.lr));
+  }
+  if (c.train.warmup_steps > c.train.max_steps) {
+    fail("train.warmup_steps", std::to_string(c.train.warmup_steps) + " is more than train.max_steps " +
+                                   std::to_string(c.train.max_steps));
+  }
+  if (c.tokenizer.empty()) {
+    fail("tokenizer", "required: the path of an HF tokenizer.json, e.g. --set tokenizer=PATH/tokenizer.json");
+  }
+  if (c.data.train.empty()) {
+    fail("data.train", "no training files; list them in the config or with --set data.train=[FILE,...]");
+  }
+  if (c.run_dir.empty()) {
+    fail("run.dir", "required: the folder for this run's checkpoints, e.g. --set run.dir=runs/try");
+  }
+}
+
+Expected<TrainConfig> parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                            const std::string& base_dir, const std::string& origin) {
+  Sources sources;
+  std::vector<std::string> errors;
+  TrainConfig config;
+  try {
+    const YAML::Node root = YAML::Load(yaml_text);
+    if (!root.IsMap() && !root.IsNull()) {
+      return make_error(origin + "expected sections of key: value lines (model:, data:, train:, ...), got " +
+                        found_text(root));
+    }
+    add_file_keys(root, origin, base_dir, sources, errors);
+    for (const std::string& text : overrides) add_override(text, sources, errors);
+    visit_fields(config, Reader(sources, errors));
+  } catch (const YAML::Exception& error) {
+    return make_error(origin + yaml_error_text(error));
+  }
+  if (errors.empty()) check_relations(config, sources, origin, errors);
+  if (errors.empty()) return config;
+  std::string message;
+  for (const std::string& error : errors) message += (message.empty() ? "" : "\n") + error;
+  return make_error(message);
+}
+
+// ---- Writing -------------------------------------------------------------------------------
+
+class Writer {
+ public:
+  explicit Writer(YAML::Emitter& out) : out_(out) {}
+  void finish() {
+    if (!section_.empty()) out_ << YAML::EndMap;
+    section_.clear();
+  }
+
+  template <typename T>
+  void operator()(const char* name, const T& value, const Count& rule) {
+    key(name) << (rule.auto_zero && value == 0 ? std::string("auto") : std::to_string(value));
+  }
+  void operator()(const char* name, double value, const Real&) { key(name) << number_text(value); }
+  void operator()(const char* name, bool value) { key(name) << (value ? "true" : "false"); }
+  void operator()(const char* name, const std::string& value, const Choice&) { key(name) << value; }
+  void operator()(const char* name, const std::string& value, PathBase) { key(name) << value; }
+  void operator()(const char* name, const std::vector<std::string>& value, PathBase) {
+    key(name) << YAML::BeginSeq;
+    for (const std::string& path : value) out_ << path;
+    out_ << YAML::EndSeq;
+  }
+  void operator()(const char* name, ScheduleKind value) { key(name) << std::string(schedule_name(value)); }
+  void operator()(const char* name, const Fixed& rule) { key(name) << rule.value; }
+
+ private:
+  YAML::Emitter& key(const char* name) {
+    const std::string section = section_of(name);
+    if (section != section_) {
+      if (!section_.empty()) out_ << YAML::EndMap;
+      if (!section.empty()) out_ << YAML::Key << section << YAML::Value << YAML::BeginMap;
+      section_ = section;
+    }
+    return out_ << YAML::Key << key_of(name) << YAML::Value;
+  }
+
+  YAML::Emitter& out_;
+  std::string section_;
+};
+
+}  // namespace
+
+ModelConfig TrainConfig::model_config(uint32_t bos_token_id, uint32_t eos_token_id) const {
+  ModelConfig out;
+  out.hidden_size = model.d_model;
+  out.num_layers = model.n_layers;
+  out.num_heads = model.n_heads;
+  out.num_kv_heads = model.n_kv_heads;
+  out.head_dim = resolved_head_dim(model);
+  out.ffn_size = model.d_ff;
+  out.vocab_size = model.vocab_size;
+  out.context_length = model.max_seq_len;
+  out.rope_theta = model.rope_theta;
+  out.rms_norm_eps = model.norm_eps;
+  out.tie_embeddings = model.weight_tying;
+  out.bos_token_id = bos_token_id;
+  out.eos_token_id = eos_token_id;
+  return out;
+}
+
+AdamWOptions TrainConfig::adamw() const {
+  AdamWOptions out;
+  out.beta1 = train.beta1;
+  out.beta2 = train.beta2;
+  out.eps = train.eps;
+  out.weight_decay = train.weight_decay;
+  out.decay_embeddings = train.decay_embeddings;
+  return out;
+}
+
+ScheduleOptions TrainConfig::schedule() const {
+  ScheduleOptions out;
+  out.kind = train.schedule;
+  out.max_lr = train.lr;
+  out.min_lr = train.min_lr;
+  out.warmup_steps = train.warmup_steps;
+  out.total_steps = train.max_steps;
+  return out;
+}
+
+InitOptions TrainConfig::init() const {
+  InitOptions out;
+  out.seed = train.seed;
+  out.std = model.init_std;
+  out.scaled_residual = model.scaled_residual_init;
+  return out;
+}
+
+Expected<TrainConfig> parse_train_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                         const std::string& base_dir) {
+  return parse(yaml_text, overrides, base_dir, "");
+}
+
+Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+  KIPP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+  return parse(text, overrides, fs::path(path).parent_path().string(), path + ": ");
+}
+
+std::string to_yaml(const TrainConfig& config) {
+  YAML::Emitter out;
+  out << YAML::Comment("The resolved training configuration of this run (every key; paths absolute).");
+  out << YAML::BeginMap;
+  Writer writer(out);
+  visit_fields(config, writer);
+  writer.finish();
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace kipp::train
