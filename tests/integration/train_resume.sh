@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Resume is exact: a run stopped at step 6 (--until-step) and resumed, and a run killed with
-# SIGKILL at arbitrary moments (checkpointing every step, so most kills land in a save) and
-# resumed each time, both end with weights and optimizer state bitwise equal to an
+# SIGKILL in the middle of writing checkpoints and resumed each time, both end with weights and optimizer state bitwise equal to an
 # uninterrupted run.
 # Usage: train_resume.sh KIPP CONFIG TOKENIZER_JSON CORPUS WORK_DIR
 set -euo pipefail
@@ -30,18 +29,30 @@ grep -q "stopped after 6 steps" "$work/stopped.log" || { echo "FAIL: --until-ste
 grep -q "resumed from .* at step 6" "$work/resumed.log" || { echo "FAIL: resume did not start at step 6" >&2; exit 1; }
 same "$work/straight" "$work/stopped"
 
-# Checkpoint every step; SIGKILL after growing delays, resuming (or starting) each time.
+# Checkpoint every step and SIGKILL the run the moment a save's temporary folder appears, i.e.
+# in the middle of writing a checkpoint; then resume. Every resume must find `latest` complete.
 killed="$work/killed"
 "$kipp" train --config "$config" "${common[@]}" --set "run.dir=$killed" --set checkpoint.every=1 \
   --until-step 1 >"$work/killed-0.log"
-for delay in 0.3 0.5 0.7 0.9 1.1 1.3; do
-  "$kipp" train --resume "$killed" --set checkpoint.every=1 >>"$work/killed.log" 2>&1 &
+caught=0
+for round in 1 2 3 4; do
+  "$kipp" train --resume "$killed" --set checkpoint.every=1 >"$work/killed-$round.log" 2>&1 &
   pid=$!
-  sleep "$delay"
+  partial=""
+  for _ in $(seq 3000); do
+    partial=$(compgen -G "$killed/checkpoints/.step-*.tmp-$pid" | head -1) && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+  done
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
-  step=$(basename "$(readlink -f "$killed/latest")")
-  echo "killed after ${delay}s; latest is $step"
+  if [[ -n "$partial" && -e "$partial" ]]; then
+    caught=$((caught + 1))
+    echo "round $round: killed during a save ($(basename "$partial") left behind); latest is $(basename "$(readlink -f "$killed/latest")")"
+  else
+    echo "round $round: the kill missed the save; latest is $(basename "$(readlink -f "$killed/latest")")"
+  fi
 done
+[[ $caught -ge 2 ]] || { echo "FAIL: only $caught of 4 kills landed inside a save" >&2; exit 1; }
 "$kipp" train --resume "$killed" --set checkpoint.every=1 >>"$work/killed.log"
 same "$work/straight" "$killed"
