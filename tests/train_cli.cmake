@@ -37,7 +37,7 @@ add_test(NAME train_export_logits
          COMMAND train_export_check ${KIPP_TRAIN_WORK}/run/latest ${KIPP_TRAIN_WORK}/run.gguf)
 set_tests_properties(train_export_logits PROPERTIES FIXTURES_REQUIRED "train_run;train_gguf")
 add_test(NAME train_export_generate
-         COMMAND $<TARGET_FILE:kipp> generate -m ${KIPP_TRAIN_WORK}/run.gguf --prompt "Kipp" -n 8 --temperature 0)
+         COMMAND $<TARGET_FILE:kipp> generate -m ${KIPP_TRAIN_WORK}/run.gguf --prompt "Kipp" --max-tokens 8 --temp 0)
 set_tests_properties(train_export_generate PROPERTIES FIXTURES_REQUIRED train_gguf)
 
 # Clear errors (exit status 1 and one line naming the problem): an unknown key, a bad value
