@@ -6,6 +6,7 @@ set(KIPP_TRAIN_TOKENIZER ${KIPP_MODELS}/tiny-hf/tokenizer.json)
 set(KIPP_TRAIN_WORK ${CMAKE_BINARY_DIR}/train)
 set(KIPP_TRAIN_CORPUS ${KIPP_TRAIN_WORK}/corpus.txt)
 set(KIPP_TRAIN_INPUTS ${KIPP_TRAIN_CONFIG} ${KIPP_TRAIN_TOKENIZER} ${KIPP_TRAIN_CORPUS})
+set(KIPP_TRAIN_SETS "--set tokenizer=${KIPP_TRAIN_TOKENIZER} --set data.train=[${KIPP_TRAIN_CORPUS}]")
 
 add_test(NAME train_corpus
          COMMAND sh -c "mkdir -p ${KIPP_TRAIN_WORK} && cat ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/docs/*.md > ${KIPP_TRAIN_CORPUS}")
@@ -56,3 +57,22 @@ add_test(NAME train_stops_on_non_finite
                  --set train.lr=1e30 --set train.min_lr=1e29 --set train.warmup_steps=0 --set train.grad_clip=0
                  --set train.max_steps=20)
 set_tests_properties(train_stops_on_non_finite PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus")
+
+# Fine-tuning starts from trained weights: a checkpoint folder and the exported GGUF.
+foreach(source checkpoint gguf)
+  if(source STREQUAL "checkpoint")
+    set(init ${KIPP_TRAIN_WORK}/run/latest)
+  else()
+    set(init ${KIPP_TRAIN_WORK}/run.gguf)
+  endif()
+  add_test(NAME train_init_from_${source}
+           COMMAND sh -c "rm -rf ${KIPP_TRAIN_WORK}/init-${source} && $<TARGET_FILE:kipp> train --config ${KIPP_TRAIN_CONFIG} ${KIPP_TRAIN_SETS} --set run.dir=${KIPP_TRAIN_WORK}/init-${source} --set train.max_steps=2 --set train.warmup_steps=1 --set eval.every=1 --init ${init}")
+  set_tests_properties(train_init_from_${source} PROPERTIES FIXTURES_REQUIRED "train_run;train_gguf;train_corpus"
+                       TIMEOUT 300 PASS_REGULAR_EXPRESSION "initialized from ${init}.*step 1: validation loss [0-9]\\.")
+endforeach()
+
+# Checkpoint averaging: the mean of the last two checkpoints is a model folder that converts.
+add_test(NAME train_average_checkpoints
+         COMMAND sh -c "rm -rf ${KIPP_TRAIN_WORK}/avg && $<TARGET_FILE:kipp> average ${KIPP_TRAIN_WORK}/run/checkpoints/step-00000036 ${KIPP_TRAIN_WORK}/run/checkpoints/step-00000040 -o ${KIPP_TRAIN_WORK}/avg && $<TARGET_FILE:kipp> convert ${KIPP_TRAIN_WORK}/avg -o ${KIPP_TRAIN_WORK}/avg.gguf")
+set_tests_properties(train_average_checkpoints PROPERTIES FIXTURES_REQUIRED train_run TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "averaged 2 checkpoints.*provenance local")

@@ -139,7 +139,7 @@ class Loop {
         if (consecutive_bad >= t.max_bad_steps) {
           return make_error(std::to_string(consecutive_bad) + " consecutive steps had a non-finite loss or gradient; "
                             "stopping (lower train.lr or set train.grad_clip). The last good checkpoint is " +
-                            (state_.step > 0 || !last_checkpoint_.empty() ? latest_text() : "none (no step succeeded)"));
+                            last_good_checkpoint());
         }
         continue;
       }
@@ -271,7 +271,12 @@ class Loop {
     return {};
   }
 
-  std::string latest_text() const { return last_checkpoint_.empty() ? config_.run_dir + "/latest" : last_checkpoint_; }
+  std::string last_good_checkpoint() const {
+    if (!last_checkpoint_.empty()) return last_checkpoint_;
+    std::error_code error;
+    const fs::path latest = fs::canonical(config_.run_dir + "/latest", error);
+    return error ? "none (no checkpoint was saved before)" : latest.string();
+  }
 
   const TrainRun& run_;
   const TrainConfig& config_;

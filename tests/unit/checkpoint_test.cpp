@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "unit/test_assertions.h"
 #include "convert/converter.h"
 #include "core/files.h"
 #include "format/safetensors.h"
@@ -19,15 +20,11 @@
 #include "train/checkpoint.h"
 
 namespace kipp::train {
+using kipp::test_support::has_substr;
+
 namespace {
 
 namespace fs = std::filesystem;
-
-// gmock is not linked into the unit tests, so a small substring assertion stands in for HasSubstr.
-::testing::AssertionResult has_substr(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "message: \"" << text << "\"\n  does not contain: \"" << needle << "\"";
-}
 
 std::vector<float> random_values(uint64_t count, uint32_t seed) {
   std::mt19937 generator(seed);

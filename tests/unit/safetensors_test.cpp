@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "unit/test_assertions.h"
 #include "core/files.h"
 #include "core/half.h"
 #include "format/safetensors.h"
@@ -22,6 +23,8 @@
 #ifndef KIPP_SOURCE_DIR
 #error "KIPP_SOURCE_DIR must be defined (tests/CMakeLists.txt) to find tools/test_safetensors_interop.py"
 #endif
+
+using kipp::test_support::has_substr;
 
 namespace {
 
@@ -81,12 +84,6 @@ std::string write_raw(const TempDir& tmp, const std::string& header, size_t data
   const std::string path = tmp.file("raw.safetensors");
   write_bytes(path, raw_file(header, data_bytes));
   return path;
-}
-
-// gmock is not linked into the unit tests, so a small substring assertion stands in for HasSubstr.
-::testing::AssertionResult has_substr(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "message: \"" << text << "\"\n  does not contain: \"" << needle << "\"";
 }
 
 template <typename T>

@@ -7,20 +7,17 @@
 #include <filesystem>
 #include <set>
 
+#include "unit/test_assertions.h"
 #include "core/files.h"
 #include "gguf_blueprint.h"
 #include "train/train_config.h"
 
 namespace kipp::train {
+using kipp::test_support::has_substr;
+
 namespace {
 
 namespace fs = std::filesystem;
-
-// gmock is not linked into the unit tests, so a small substring assertion stands in for HasSubstr.
-::testing::AssertionResult has_substr(const std::string& text, const std::string& needle) {
-  if (text.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "message: \"" << text << "\"\n  does not contain: \"" << needle << "\"";
-}
 
 // The two keys every config must set, given the way the shipped configs expect them.
 const std::vector<std::string> kRequired = {"tokenizer=/data/tokenizer.json", "data.train=[/data/a.txt]"};
