@@ -174,28 +174,6 @@ Expected<SafetensorsFile> open_tensors(const std::string& path, const ParameterL
 
 // The dimensions fix the tensor set; the constants (theta, eps, token ids, context) are the
 // run's to choose.
-Status require_same_dimensions(const ModelConfig& want, const ModelConfig& got, const std::string& path) {
-  const std::pair<const char*, uint32_t ModelConfig::*> dims[] = {
-      {"hidden_size", &ModelConfig::hidden_size},      {"num_hidden_layers", &ModelConfig::num_layers},
-      {"num_attention_heads", &ModelConfig::num_heads}, {"num_key_value_heads", &ModelConfig::num_kv_heads},
-      {"head_dim", &ModelConfig::head_dim},             {"intermediate_size", &ModelConfig::ffn_size},
-      {"vocab_size", &ModelConfig::vocab_size}};
-  std::string differences;
-  for (const auto& [name, field] : dims) {
-    if (want.*field != got.*field) {
-      differences += std::string(differences.empty() ? "" : ", ") + name + " " + std::to_string(got.*field) +
-                     " (expected " + std::to_string(want.*field) + ")";
-    }
-  }
-  if (want.tie_embeddings != got.tie_embeddings) {
-    const auto text = [](bool value) { return value ? "true" : "false"; };
-    differences += std::string(differences.empty() ? "" : ", ") + "tie_word_embeddings " + text(got.tie_embeddings) +
-                   " (expected " + text(want.tie_embeddings) + ")";
-  }
-  if (differences.empty()) return {};
-  return make_error(path + " describes another model: " + differences);
-}
-
 Expected<ModelConfig> read_model_config(const std::string& dir) {
   const std::string path = join(dir, "config.json");
   KIPP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
@@ -455,7 +433,7 @@ Expected<std::string> save_checkpoint(const std::string& run_dir, const Paramete
 
 Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout) {
   KIPP_ASSIGN_OR_RETURN(const ModelConfig config, read_model_config(dir));
-  KIPP_RETURN_IF_ERROR(require_same_dimensions(layout.config(), config, join(dir, "config.json")));
+  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), config, join(dir, "config.json"), true));
 
   LoadedCheckpoint out;
   KIPP_ASSIGN_OR_RETURN(const SafetensorsFile model, open_tensors(join(dir, "model.safetensors"), layout, {""}));
@@ -523,7 +501,7 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
   std::vector<SafetensorsFile> sources;
   for (const std::string& dir : dirs) {
     KIPP_ASSIGN_OR_RETURN(const ModelConfig other, read_model_config(dir));
-    KIPP_RETURN_IF_ERROR(require_same_dimensions(config, other, join(dir, "config.json")));
+    KIPP_RETURN_IF_ERROR(check_model_dimensions(config, other, join(dir, "config.json"), true));
     if (!(other == config)) {
       return make_error(join(dir, "config.json") + " differs from " + join(dirs[0], "config.json") +
                         " in rope_theta, rms_norm_eps, the context length or the token ids; only checkpoints of "

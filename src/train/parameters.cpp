@@ -90,25 +90,10 @@ std::string shape_text(const std::vector<uint64_t>& shape) {
   return s + "]";
 }
 
-Status describe_mismatch(const ModelConfig& want, const ModelConfig& got, const std::string& path) {
-  if (want == got) return {};
-  auto field = [](const char* name, uint64_t a, uint64_t b) {
-    return a == b ? std::string() : std::string(" ") + name + " " + std::to_string(b) + " (expected " +
-                                        std::to_string(a) + ")";
-  };
-  std::string diff = field("hidden_size", want.hidden_size, got.hidden_size) +
-                     field("layers", want.num_layers, got.num_layers) + field("heads", want.num_heads, got.num_heads) +
-                     field("kv_heads", want.num_kv_heads, got.num_kv_heads) +
-                     field("head_dim", want.head_dim, got.head_dim) + field("ffn", want.ffn_size, got.ffn_size) +
-                     field("vocab", want.vocab_size, got.vocab_size);
-  if (diff.empty()) return {};  // constants (theta, eps, ids, context) may differ: the run's config wins
-  return make_error(path + ": model dimensions differ from the training config:" + diff);
-}
-
 Status load_from_hf(const ParameterLayout& layout, const std::string& dir, std::span<float> values) {
   KIPP_ASSIGN_OR_RETURN(std::string config_text, read_text_file(dir + "/config.json"));
   KIPP_ASSIGN_OR_RETURN(ModelConfig source_config, parse_hf_config(config_text));
-  KIPP_RETURN_IF_ERROR(describe_mismatch(layout.config(), source_config, dir));
+  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), source_config, dir, false));
   KIPP_ASSIGN_OR_RETURN(SafetensorsCheckpoint checkpoint, SafetensorsCheckpoint::open_dir(dir));
   for (const ParamTensor& t : layout.tensors()) {
     std::string source_name = t.name;
@@ -170,7 +155,7 @@ const TensorView& view_for(const Qwen3Weights& w, const TensorSpec& spec) {
 
 Status load_from_gguf(const ParameterLayout& layout, const std::string& path, std::span<float> values) {
   KIPP_ASSIGN_OR_RETURN(Model model, Model::open(path));
-  KIPP_RETURN_IF_ERROR(describe_mismatch(layout.config(), model.config(), path));
+  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), model.config(), path, false));
   const Qwen3Weights& weights = model.weights();
   for (const TensorSpec& spec : expected_tensors(model.config(), QuantScheme::BF16)) {
     const ParamTensor* target = layout.find(spec.hf_name);
@@ -190,6 +175,29 @@ Status load_from_gguf(const ParameterLayout& layout, const std::string& path, st
 }
 
 }  // namespace
+
+Status check_model_dimensions(const ModelConfig& want, const ModelConfig& got, const std::string& source,
+                              bool require_same_tying) {
+  const std::pair<const char*, uint32_t ModelConfig::*> dims[] = {
+      {"hidden_size", &ModelConfig::hidden_size},      {"num_hidden_layers", &ModelConfig::num_layers},
+      {"num_attention_heads", &ModelConfig::num_heads}, {"num_key_value_heads", &ModelConfig::num_kv_heads},
+      {"head_dim", &ModelConfig::head_dim},             {"intermediate_size", &ModelConfig::ffn_size},
+      {"vocab_size", &ModelConfig::vocab_size}};
+  std::string differences;
+  for (const auto& [name, field] : dims) {
+    if (want.*field != got.*field) {
+      differences += std::string(differences.empty() ? "" : ", ") + name + " " + std::to_string(got.*field) +
+                     " (expected " + std::to_string(want.*field) + ")";
+    }
+  }
+  if (require_same_tying && want.tie_embeddings != got.tie_embeddings) {
+    const auto text = [](bool value) { return value ? "true" : "false"; };
+    differences += std::string(differences.empty() ? "" : ", ") + "tie_word_embeddings " + text(got.tie_embeddings) +
+                   " (expected " + text(want.tie_embeddings) + ")";
+  }
+  if (differences.empty()) return {};
+  return make_error(source + " describes another model: " + differences);
+}
 
 Status load_parameters(const ParameterLayout& layout, const std::string& path, std::span<float> values) {
   if (values.size() != layout.total()) return make_error("load_parameters: buffer size does not match the layout");

@@ -62,6 +62,11 @@ struct InitOptions {
 // tensor name), so a tensor's values do not depend on the other tensors or on thread count.
 void init_parameters(const ParameterLayout& layout, const InitOptions& options, std::span<float> values);
 
+// The dimensions (and, when asked, embedding tying) of `got`, read from `source`, equal those of
+// `want`; the error lists every difference. Constants (theta, eps, token ids) may differ.
+Status check_model_dimensions(const ModelConfig& want, const ModelConfig& got, const std::string& source,
+                              bool require_same_tying);
+
 // Loads every tensor of an HF-layout checkpoint folder (BF16/F16/F32 safetensors) or a local
 // or registry GGUF (quantized tensors are dequantized) into `values`. The
 // source's config must equal the layout's; a tied source into an untied layout copies the
