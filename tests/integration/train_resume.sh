@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Resume is exact: a run stopped at step 6 (--until-step) and resumed, and a run killed with
-# SIGKILL in the middle of writing checkpoints and resumed each time, both end with weights and optimizer state bitwise equal to an
+# Resume is exact: a run stopped at step 6 (--until-step) and resumed, a run stopped by SIGTERM
+# (which saves), and a run killed with SIGKILL in the middle of writing checkpoints and resumed
+# each time, all end with weights and optimizer state bitwise equal to an
 # uninterrupted run.
 # Usage: train_resume.sh KIPP CONFIG TOKENIZER_JSON CORPUS WORK_DIR
 set -euo pipefail
@@ -28,6 +29,25 @@ grep -q "stopped after 6 steps" "$work/stopped.log" || { echo "FAIL: --until-ste
 "$kipp" train --resume "$work/stopped" >"$work/resumed.log"
 grep -q "resumed from .* at step 6" "$work/resumed.log" || { echo "FAIL: resume did not start at step 6" >&2; exit 1; }
 same "$work/straight" "$work/stopped"
+
+# SIGTERM (as Ctrl-C's SIGINT) saves a checkpoint at the current step and exits 0; resuming
+# from it continues the same run.
+termed="$work/termed"
+"$kipp" train --config "$config" "${common[@]}" --set "run.dir=$termed" >"$work/termed.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  grep -q "^step 2/12" "$work/termed.log" 2>/dev/null && break
+  sleep 0.05
+done
+kill -TERM "$pid"
+wait "$pid" || { echo "FAIL: SIGTERM gave exit status $?" >&2; cat "$work/termed.log" >&2; exit 1; }
+stopped=$(grep -oE "^stopped after [0-9]+ steps" "$work/termed.log" | awk '{print $3}') ||
+  { echo "FAIL: no 'stopped' line after SIGTERM" >&2; exit 1; }
+[[ "$(readlink -f "$termed/latest")" == */step-$(printf %08d "$stopped") ]] ||
+  { echo "FAIL: SIGTERM at step $stopped did not save that step" >&2; exit 1; }
+echo "SIGTERM: stopped and saved at step $stopped"
+"$kipp" train --resume "$termed" >"$work/termed-resumed.log"
+same "$work/straight" "$termed"
 
 # Checkpoint every step and SIGKILL the run the moment a save's temporary folder appears, i.e.
 # in the middle of writing a checkpoint; then resume. Every resume must find `latest` complete.
