@@ -13,7 +13,9 @@ weights. Three modes:
          set before each step (what LambdaLR would do); each micro-batch's summed
          loss is divided by the step's total count of counted targets.
   bench  tokens/s of forward + backward (no optimizer) on random weights, and the
-         peak RSS, for comparing with Kipp's training model.
+         peak RSS, for comparing with Kipp's training model; with --full-step,
+         of whole training steps (clip_grad_norm_ and AdamW too), as
+         bench/train_bench measures Kipp's (bench/train_vs_torch.py runs both).
 
 Inputs: --config, an HF-style config.json (hidden_size, num_hidden_layers,
 num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
@@ -293,6 +295,7 @@ def run_train(args, cfg):
 
 
 def run_bench(args, cfg):
+    rss_at_setup_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     torch.manual_seed(0)
     model = build_model(cfg, None)
     for p in model.parameters():
@@ -301,16 +304,41 @@ def run_bench(args, cfg):
     generator = torch.Generator().manual_seed(1)
     inputs = torch.randint(0, cfg.vocab, (args.batch_size, args.seq_len), generator=generator)
     targets = torch.randint(0, cfg.vocab, (args.batch_size, args.seq_len), generator=generator)
+    tokens = args.batch_size * args.seq_len
+    optimizer = None
+    if args.full_step:
+        # As run_train and Kipp's trainer: decay on everything but the norm gains.
+        decay = [p for n, p in model.named_parameters() if not n.endswith("norm.weight")]
+        no_decay = [p for n, p in model.named_parameters() if n.endswith("norm.weight")]
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     times = []
     for _ in range(args.iterations + 1):
-        model.zero_grad(set_to_none=False)
-        start = time.perf_counter()
-        model(inputs, targets).backward()
+        if optimizer is None:
+            model.zero_grad(set_to_none=False)
+            start = time.perf_counter()
+            model(inputs, targets).backward()
+        else:
+            start = time.perf_counter()
+            optimizer.zero_grad(set_to_none=False)
+            (model(inputs, targets) / tokens).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            optimizer.step()
         times.append(time.perf_counter() - start)
-    seconds = sorted(times[1:])[len(times[1:]) // 2]  # median, the first (warm-up) run left out
-    tokens = args.batch_size * args.seq_len
+    timed = times[1:]  # the first (warm-up) run left out
+    seconds = sorted(timed)[len(timed) // 2]  # median (the upper one of an even count)
+    rates = [tokens / t for t in timed]
     result = {"tokens_per_s": tokens / seconds, "step_s": seconds, "threads": torch.get_num_threads(),
               "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if args.full_step:
+        result.update({
+            "implementation": "pytorch", "step": "zero_grad + forward/backward + clip_grad_norm_ + AdamW",
+            "tokens_per_step": tokens, "timed_steps": len(timed), "tokens_per_s_min": min(rates),
+            "tokens_per_s_max": max(rates), "parameters": sum(p.numel() for p in model.parameters()),
+            "peak_rss_mb_before_model": rss_at_setup_start, "torch": torch.__version__,
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()})
     print(json.dumps(result))
 
 
@@ -331,6 +359,10 @@ def main():
     parser.add_argument("--batch-size", type=int, default=4, help="bench")
     parser.add_argument("--seq-len", type=int, default=256, help="bench")
     parser.add_argument("--iterations", type=int, default=3, help="bench: timed runs after one warm-up")
+    parser.add_argument("--full-step", action="store_true",
+                        help="bench: time whole training steps (zero_grad, forward/backward of the loss over the "
+                             "step's tokens, clip_grad_norm_ to --clip, AdamW with --weight-decay), as "
+                             "bench/train_bench does, and report more detail")
     args = parser.parse_args()
     # OpenBLAS sizes its thread pool when torch loads it, from OMP_NUM_THREADS (importing torch
     # alone leaves it at one thread here): run again with the variable set.
