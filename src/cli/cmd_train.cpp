@@ -1,6 +1,8 @@
 // `kipp train`: train a Qwen3-architecture model from a YAML config, resume a run, or start
 // from existing weights; `kipp average`: the element-wise mean of checkpoints.
-#include <csignal>
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/files.h"
 #include "train/checkpoint.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
@@ -34,10 +37,19 @@ Examples:
   kipp convert runs/try/latest -o try.gguf)";
 
 std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
 
-extern "C" void request_stop(int signal_number) {
-  g_stop_requested.store(true);
-  std::signal(signal_number, SIG_DFL);  // a second signal ends the process at once
+extern "C" void request_stop(int) { g_stop_requested.store(true); }
+
+// SA_RESETHAND: the first SIGINT/SIGTERM asks for a save and a clean stop; a second one ends
+// the process at once.
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
 }
 
 struct TrainArgs {
@@ -62,6 +74,12 @@ std::string duration_text(double seconds) {
 int run_train(const TrainArgs& args) {
   train::TrainRun run;
   const std::string config_path = args.resume.empty() ? args.config : args.resume + "/config.yaml";
+  if (!args.resume.empty() && !file_exists(config_path)) {
+    return fail(file_exists(args.resume + "/trainer_state.json")
+                    ? "--resume takes the run folder (run.dir, holding config.yaml and latest), not a checkpoint "
+                      "folder; " + args.resume + " is a checkpoint"
+                    : "--resume " + args.resume + ": no config.yaml there; is it the run.dir of a kipp train run?");
+  }
   auto config = train::load_train_config(config_path, args.overrides);
   if (!config) return fail(config.message());
   run.config = std::move(*config);
@@ -87,8 +105,7 @@ int run_train(const TrainArgs& args) {
                 r.is_best ? " (best)" : "");
     std::fflush(stdout);
   };
-  std::signal(SIGINT, request_stop);
-  std::signal(SIGTERM, request_stop);
+  install_stop_handlers();
   auto summary = train::run_training(run, events, &g_stop_requested);
   if (!summary) return fail(summary.message());
   std::printf("%s after %lu steps (%lu tokens) in %s; last checkpoint %s\n",

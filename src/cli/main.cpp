@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "cli/commands.h"
 
@@ -32,5 +34,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
   }
-  return action ? action() : 0;
+  // The library reports errors as values; what still throws (allocating an absurd size a
+  // config asked for, a filesystem call) becomes one clear error rather than an abort.
+  try {
+    return action ? action() : 0;
+  } catch (const std::bad_alloc&) {
+    return kipp::cli::fail("out of memory (a size in the input or config is too large for this machine)");
+  } catch (const std::exception& error) {
+    return kipp::cli::fail(error.what());
+  }
 }

@@ -1,6 +1,7 @@
 #include "data/token_corpus.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -82,6 +83,8 @@ Expected<std::vector<uint32_t>> read_text_corpus(const std::vector<std::string>&
   return tokens;
 }
 
+static_assert(std::endian::native == std::endian::little, "token files are little-endian ids copied as they are");
+
 Expected<std::vector<uint32_t>> read_token_files(const std::vector<std::string>& files, TokenFileType type,
                                                  uint32_t vocab_size) {
   const size_t width = type == TokenFileType::U16 ? 2 : 4;
@@ -97,7 +100,7 @@ Expected<std::vector<uint32_t>> read_token_files(const std::vector<std::string>&
     tokens.resize(base + count);
     for (size_t i = 0; i < count; ++i) {
       uint32_t id = 0;
-      std::memcpy(&id, bytes.data() + i * width, width);  // little-endian host (checked at build)
+      std::memcpy(&id, bytes.data() + i * width, width);  // the host is little-endian (asserted above)
       if (id >= vocab_size) {
         return make_error(path + ": token " + std::to_string(i) + " has id " + std::to_string(id) +
                           ", not below the vocabulary size " + std::to_string(vocab_size));

@@ -44,7 +44,6 @@ class TokenWindows {
 
   uint64_t train_count() const { return train_count_; }
   uint64_t validation_count() const { return validation_count_; }
-  uint64_t token_count() const { return tokens_.size(); }
   uint32_t seq_len() const { return seq_len_; }
 
   // Writes seq_len inputs and targets of training window `index` (< train_count) or of

@@ -81,14 +81,6 @@ std::optional<uint64_t> tensor_byte_count(SafetensorsDtype dtype, const std::vec
 
 std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
 
 uint64_t read_le_u64(const uint8_t* bytes) {
   uint64_t value = 0;
@@ -281,6 +273,15 @@ Expected<std::map<std::string, std::string>> read_weight_map(const std::string& 
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<uint64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
 
 std::string_view safetensors_dtype_name(SafetensorsDtype dtype) {
   for (const DtypeInfo& info : kDtypes) {

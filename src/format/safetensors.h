@@ -20,6 +20,7 @@ enum class SafetensorsDtype { BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, 
 
 std::string_view safetensors_dtype_name(SafetensorsDtype dtype);  // "BF16", ...
 size_t safetensors_dtype_bytes(SafetensorsDtype dtype);
+std::string shape_text(const std::vector<uint64_t>& shape);  // "[151936, 1024]"
 
 struct SafetensorsTensor {
   std::string name;

@@ -120,12 +120,6 @@ std::span<const uint8_t> tensor_bytes(std::span<const float> values, const Param
   return {reinterpret_cast<const uint8_t*>(values.data() + tensor.offset), tensor.count * sizeof(float)};
 }
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // The file holds exactly the layout's tensors under their names + each suffix, all F32 with the
 // layout's shapes.
 Status check_tensor_set(const SafetensorsFile& file, const ParameterLayout& layout,
@@ -195,6 +189,7 @@ constexpr std::pair<const char*, uint64_t TrainerState::*> kStateCounters[] = {
     {"data_cursor", &TrainerState::data_cursor},
     {"tokens_seen", &TrainerState::tokens_seen},
     {"skipped_steps", &TrainerState::skipped_steps},
+    {"consecutive_bad_steps", &TrainerState::consecutive_bad_steps},
     {"best_step", &TrainerState::best_step}};
 constexpr std::pair<const char*, double TrainerState::*> kStateReals[] = {
     {"best_val_loss", &TrainerState::best_val_loss},

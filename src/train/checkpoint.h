@@ -33,7 +33,8 @@ struct TrainerState {
   uint64_t data_cursor = 0;      // next window within the epoch's shuffled order
   uint64_t tokens_seen = 0;      // training tokens consumed
   uint64_t skipped_steps = 0;    // non-finite steps skipped so far
-  std::string rng_state;         // opaque text of the trainer's RNG
+  uint64_t consecutive_bad_steps = 0;  // of those, how many in a row just before this point
+  std::string rng_state;         // the data order's seed and geometry (the trainer's only randomness)
   double best_val_loss = std::numeric_limits<double>::infinity();
   uint64_t best_step = 0;
   double last_val_loss = std::numeric_limits<double>::quiet_NaN();

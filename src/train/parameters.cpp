@@ -84,12 +84,6 @@ void init_parameters(const ParameterLayout& layout, const InitOptions& options, 
 
 namespace {
 
-std::string shape_text(const std::vector<uint64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 Status load_from_hf(const ParameterLayout& layout, const std::string& dir, std::span<float> values) {
   KIPP_ASSIGN_OR_RETURN(std::string config_text, read_text_file(dir + "/config.json"));
   KIPP_ASSIGN_OR_RETURN(ModelConfig source_config, parse_hf_config(config_text));

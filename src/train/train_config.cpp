@@ -115,7 +115,7 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.max_steps", c.train.max_steps, kPositiveInt);
   visit("train.schedule", c.train.schedule);
   visit("train.lr", c.train.lr, kPositiveReal);
-  visit("train.min_lr", c.train.min_lr, kPositiveReal);
+  visit("train.min_lr", c.train.min_lr, kNonNegativeReal);
   visit("train.warmup_steps", c.train.warmup_steps, kNonNegativeInt);
   visit("train.weight_decay", c.train.weight_decay, kNonNegativeReal);
   visit("train.beta1", c.train.beta1, kFraction);

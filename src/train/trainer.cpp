@@ -25,9 +25,13 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// The shuffle is a pure function of (seed, epoch), so the "RNG state" a checkpoint needs is
-// just that seed; recording it lets resume refuse a run whose data order would differ.
-std::string rng_state_text(uint64_t data_seed) { return "epoch_order:seed=" + std::to_string(data_seed); }
+// The shuffle is a pure function of (seed, epoch), so the "RNG state" a checkpoint needs is that
+// seed plus what gives the saved data position its meaning (window count and length); resume
+// refuses a run where any of them differ.
+std::string rng_state_text(uint64_t data_seed, const data::TokenWindows& windows) {
+  return "epoch_order seed=" + std::to_string(data_seed) + " train_windows=" + std::to_string(windows.train_count()) +
+         " seq_len=" + std::to_string(windows.seq_len());
+}
 
 void tell(const TrainEvents& events, const std::string& message) {
   if (events.on_message) events.on_message(message);
@@ -69,15 +73,17 @@ class Loop {
     } else {
       init_parameters(layout_, config_.init(), params_);
     }
-    state_.rng_state = rng_state_text(config_.data.seed);
+    state_.rng_state = rng_state_text(config_.data.seed, windows_);
     return {};
   }
 
   Status resume_from(const std::string& dir) {
     KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, load_checkpoint(dir, layout_));
-    if (loaded.state.rng_state != rng_state_text(config_.data.seed)) {
-      return make_error(dir + ": the checkpoint's data order (" + loaded.state.rng_state +
-                        ") differs from the config's data.seed " + std::to_string(config_.data.seed));
+    const std::string expected = rng_state_text(config_.data.seed, windows_);
+    if (loaded.state.rng_state != expected) {
+      return make_error(dir + ": the run's data order (" + loaded.state.rng_state + ") differs from what the corpus and "
+                        "config give now (" + expected + "): data.train, data.seed, data.validation_fraction and "
+                        "train.seq_len must stay as they were for the saved data position to mean the same");
     }
     params_ = std::move(loaded.params);
     std::copy(loaded.adam_m.begin(), loaded.adam_m.end(), optimizer_.first_moment().begin());
@@ -98,11 +104,10 @@ class Loop {
     const uint64_t last_step = std::min<uint64_t>(t.max_steps, run_.until_step.value_or(t.max_steps));
     TrainSummary summary;
     summary.best_val_loss = state_.best_val_loss;
-    uint32_t consecutive_bad = 0;
     double smoothed = std::numeric_limits<double>::quiet_NaN();
     auto window_clock = Clock::now();
     uint64_t window_tokens = 0;
-    bool saved_current = state_.step == first_step && first_step > 0;
+    bool saved_current = first_step > 0;
 
     while (state_.step < last_step) {
       if (stop && stop->load()) {
@@ -129,21 +134,27 @@ class Loop {
       state_.tokens_seen += step_tokens;
       window_tokens += step_tokens;
       const double loss = counted ? loss_sum / double(counted) : 0.0;
-      const double norm = clip_gradient_norm(grads_, t.grad_clip);
-      if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      const double norm = counted ? clip_gradient_norm(grads_, t.grad_clip) : 0.0;
+      // A step with nothing to learn (every target masked) or a non-finite loss or gradient is
+      // skipped with the optimizer untouched (no decay, no momentum, no step count).
+      const char* skip_reason = counted == 0              ? "no target carries loss"
+                                : !std::isfinite(loss)   ? "non-finite loss"
+                                : !std::isfinite(norm)   ? "non-finite gradient"
+                                                         : nullptr;
+      if (skip_reason) {
         ++state_.skipped_steps;
-        ++consecutive_bad;
-        tell(events_, "step " + std::to_string(state_.step + 1) + ": non-finite " +
-                          (std::isfinite(loss) ? "gradient" : "loss") + ", skipped (optimizer untouched; " +
+        const uint64_t consecutive_bad = ++state_.consecutive_bad_steps;
+        tell(events_, "step " + std::to_string(state_.step + 1) + ": " + skip_reason + ", skipped (" +
                           std::to_string(state_.skipped_steps) + " skipped so far)");
         if (consecutive_bad >= t.max_bad_steps) {
-          return make_error(std::to_string(consecutive_bad) + " consecutive steps had a non-finite loss or gradient; "
-                            "stopping (lower train.lr or set train.grad_clip). The last good checkpoint is " +
-                            last_good_checkpoint());
+          return make_error(std::to_string(consecutive_bad) + " consecutive steps were skipped (the last: " +
+                            skip_reason + "); stopping" +
+                            (counted ? " (lower train.lr or set train.grad_clip)" : " (check the data's loss masks)") +
+                            ". The last good checkpoint is " + last_good_checkpoint());
         }
         continue;
       }
-      consecutive_bad = 0;
+      state_.consecutive_bad_steps = 0;
       const double lr = learning_rate(schedule, state_.step);
       optimizer_.step(params_, grads_, lr);
       ++state_.step;
@@ -151,6 +162,9 @@ class Loop {
       smoothed = std::isnan(smoothed) ? loss : 0.9 * smoothed + 0.1 * loss;
       summary.final_loss = loss;
 
+      // The schedule's end (not --until-step) evaluates, so a stopped and resumed run
+      // evaluates at exactly the steps an uninterrupted one does.
+      const bool end_of_schedule = state_.step == t.max_steps;
       const bool last = state_.step == last_step;
       if (events_.on_step && (state_.step % config_.log.every == 0 || last)) {
         const double window_seconds = std::chrono::duration<double>(Clock::now() - window_clock).count();
@@ -173,10 +187,12 @@ class Loop {
         window_tokens = 0;
       }
       bool is_best = false;
-      if (config_.eval.every && windows_.validation_count() && (state_.step % config_.eval.every == 0 || last)) {
+      if (config_.eval.every && windows_.validation_count() &&
+          (state_.step % config_.eval.every == 0 || end_of_schedule)) {
         KIPP_ASSIGN_OR_RETURN(is_best, evaluate());
       }
-      if ((config_.checkpoint.every && state_.step % config_.checkpoint.every == 0) || last) {
+      // A new best is saved at once, so `best` always names the lowest validation loss seen.
+      if ((config_.checkpoint.every && state_.step % config_.checkpoint.every == 0) || last || is_best) {
         state_.elapsed_seconds = elapsed();
         KIPP_RETURN_IF_ERROR(save(is_best));
         saved_current = true;
@@ -301,6 +317,11 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   const std::string latest = config.run_dir + "/latest";
   const bool has_run = fs::exists(fs::symlink_status(latest));
   if (run.resume && !has_run) return make_error(config.run_dir + ": no checkpoint to resume (no 'latest')");
+  std::error_code link_error;
+  if (run.resume && !fs::exists(latest, link_error)) {
+    return make_error(latest + " points at " + fs::read_symlink(latest, link_error).string() +
+                      ", which does not exist; point it at a complete checkpoint folder to resume");
+  }
   if (!run.resume && has_run) {
     return make_error("run.dir " + config.run_dir + " already holds a run; continue it with --resume " +
                       config.run_dir + " or choose another run.dir");
@@ -343,6 +364,8 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   effective.config = resolved;
   Loop loop(effective, events, layout, std::move(windows), std::move(model), std::move(tokenizer));
   if (run.resume) {
+    // The run's config now includes this resume's --set overrides, so a later resume keeps them.
+    KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
     KIPP_RETURN_IF_ERROR(remove_partial_checkpoints(config.run_dir));
     KIPP_RETURN_IF_ERROR(loop.resume_from(fs::canonical(latest).string()));
   } else {

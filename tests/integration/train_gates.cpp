@@ -321,7 +321,13 @@ void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayo
     }
   }
   const bool complete = ref_losses.size() == kSteps && ref_norms.size() == kSteps;
-  report(complete && worst_loss <= kStepLossTolerance && worst_norm <= kStepLossTolerance,
+  if (!complete) {
+    report(false, gc.label + " training losses and gradient norms",
+           "the reference recorded " + std::to_string(ref_losses.size()) + " losses and " +
+               std::to_string(ref_norms.size()) + " norms, expected " + std::to_string(kSteps) + " each");
+    return;
+  }
+  report(worst_loss <= kStepLossTolerance && worst_norm <= kStepLossTolerance,
          gc.label + " training losses and gradient norms",
          "worst relative errors " + scientific(worst_loss) + " and " + scientific(worst_norm) + " over " +
              std::to_string(kSteps) + " steps (bound " + scientific(kStepLossTolerance) + "), final loss " +
