@@ -1,6 +1,8 @@
 #include "core/files.h"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -145,6 +147,20 @@ Expected<std::string> sha256_file_hex(const std::string& path) {
   }
   if (in.bad()) return make_error("cannot read " + path);
   return hasher.finish_hex();
+}
+
+Expected<ExclusiveLock> ExclusiveLock::acquire(const std::string& path, const std::string& holder) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return make_error("cannot create " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return make_error("another " + holder + " (" + path + " is locked)");
+  }
+  return ExclusiveLock(fd);
+}
+
+ExclusiveLock::~ExclusiveLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 }  // namespace kipp

@@ -60,4 +60,19 @@ class Sha256 {
   void* context_;
 };
 
+// An exclusive advisory lock (flock) on `path` (created if absent), held until destruction, so
+// two processes never write one folder at once. Fails at once, naming `holder`, if taken.
+class ExclusiveLock {
+ public:
+  static Expected<ExclusiveLock> acquire(const std::string& path, const std::string& holder);
+  ExclusiveLock(ExclusiveLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  ExclusiveLock& operator=(ExclusiveLock&&) = delete;
+  ExclusiveLock(const ExclusiveLock&) = delete;
+  ~ExclusiveLock();
+
+ private:
+  explicit ExclusiveLock(int fd) : fd_(fd) {}
+  int fd_ = -1;
+};
+
 }  // namespace kipp

@@ -117,7 +117,9 @@ Expected<TokenWindows> TokenWindows::create(std::vector<uint32_t> tokens, uint32
   const uint64_t validation = validation_fraction > 0 ? std::max<uint64_t>(1, uint64_t(double(windows) * validation_fraction)) : 0;
   if (windows < validation + 1) {
     return make_error("the corpus has " + std::to_string(tokens.size()) + " tokens: too few for one training window of " +
-                      std::to_string(seq_len + 1) + " tokens" + (validation ? " plus validation windows" : ""));
+                      std::to_string(seq_len + 1) + " tokens" +
+                      (validation ? " plus " + std::to_string(validation) + " validation window(s)" : std::string()) +
+                      " (add data, lower train.seq_len or data.validation_fraction)");
   }
   return TokenWindows(std::move(tokens), seq_len, windows - validation, validation);
 }

@@ -1,7 +1,5 @@
 #include "pull/pull.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -479,17 +477,10 @@ Expected<PullReport> pull_checkpoint(const PullOptions& options) {
     return make_error("cannot create " + dir + ": " + (error ? error.message() : std::string("not a directory")));
   }
   // Two pulls into one folder would append to the same .part files.
-  const std::string lock_path = join_path(dir, ".kipp-pull.lock");
-  const int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock < 0) return make_error("cannot create " + lock_path + ": " + std::strerror(errno));
-  if (::flock(lock, LOCK_EX | LOCK_NB) != 0) {
-    ::close(lock);
-    return make_error("another kipp pull is writing " + dir + " (" + lock_path + " is locked)");
-  }
+  KIPP_ASSIGN_OR_RETURN(const ExclusiveLock lock,
+                        ExclusiveLock::acquire(join_path(dir, ".kipp-pull.lock"), "kipp pull is writing " + dir));
   Puller puller(options, target, dir, base_url);
-  auto report = puller.run();
-  ::close(lock);  // releases the lock
-  return report;
+  return puller.run();
 }
 
 }  // namespace kipp

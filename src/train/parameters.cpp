@@ -184,13 +184,19 @@ Status check_model_dimensions(const ModelConfig& want, const ModelConfig& got, c
                      " (expected " + std::to_string(want.*field) + ")";
     }
   }
-  if (require_same_tying && want.tie_embeddings != got.tie_embeddings) {
+  // Loosely, a tied source may fill an untied layout (lm_head starts as the embedding), but an
+  // untied source's own lm_head must not be dropped.
+  const bool tying_differs = require_same_tying ? want.tie_embeddings != got.tie_embeddings
+                                                : want.tie_embeddings && !got.tie_embeddings;
+  if (tying_differs) {
     const auto text = [](bool value) { return value ? "true" : "false"; };
     differences += std::string(differences.empty() ? "" : ", ") + "tie_word_embeddings " + text(got.tie_embeddings) +
                    " (expected " + text(want.tie_embeddings) + ")";
   }
   if (differences.empty()) return {};
-  return make_error(source + " describes another model: " + differences);
+  return make_error(source + " describes another model: " + differences +
+                    "; the training config's model section must match it (e.g. --set model.vocab_size=" +
+                    std::to_string(got.vocab_size) + ")");
 }
 
 Status load_parameters(const ParameterLayout& layout, const std::string& path, std::span<float> values) {

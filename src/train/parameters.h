@@ -62,8 +62,10 @@ struct InitOptions {
 // tensor name), so a tensor's values do not depend on the other tensors or on thread count.
 void init_parameters(const ParameterLayout& layout, const InitOptions& options, std::span<float> values);
 
-// The dimensions (and, when asked, embedding tying) of `got`, read from `source`, equal those of
-// `want`; the error lists every difference. Constants (theta, eps, token ids) may differ.
+// The dimensions of `got`, read from `source`, equal those of `want`, and so does embedding
+// tying when `require_same_tying` (otherwise only an untied source into a tied `want` is refused:
+// its lm_head would be lost). The error lists every difference. Constants (theta, eps, token
+// ids) may differ.
 Status check_model_dimensions(const ModelConfig& want, const ModelConfig& got, const std::string& source,
                               bool require_same_tying);
 

@@ -360,6 +360,12 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   model_options.recompute_blocks = resolved.train.recompute_blocks;
   KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> model, TrainingModel::create(layout, model_options));
 
+  std::error_code error;
+  fs::create_directories(config.run_dir, error);
+  if (error) return make_error("cannot create run.dir " + config.run_dir + ": " + error.message());
+  // Two runs in one folder would prune and overwrite each other's checkpoints.
+  KIPP_ASSIGN_OR_RETURN(const ExclusiveLock lock, ExclusiveLock::acquire(config.run_dir + "/.kipp-train.lock",
+                                                                          "kipp train is using " + config.run_dir));
   TrainRun effective = run;
   effective.config = resolved;
   Loop loop(effective, events, layout, std::move(windows), std::move(model), std::move(tokenizer));
@@ -369,9 +375,6 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
     KIPP_RETURN_IF_ERROR(remove_partial_checkpoints(config.run_dir));
     KIPP_RETURN_IF_ERROR(loop.resume_from(fs::canonical(latest).string()));
   } else {
-    std::error_code error;
-    fs::create_directories(config.run_dir, error);
-    if (error) return make_error("cannot create run.dir " + config.run_dir + ": " + error.message());
     KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
     KIPP_RETURN_IF_ERROR(loop.start_fresh());
   }
