@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gate_report.h"
 #include "core/files.h"
 #include "format/safetensors.h"
 #include "train/adamw.h"
@@ -56,21 +57,10 @@ struct Tools {
   fs::path scratch;
 };
 
-int checks_run = 0;
-int checks_failed = 0;
-
-void report(bool passed, const std::string& what, const std::string& detail) {
-  ++checks_run;
-  if (!passed) ++checks_failed;
-  std::printf("%s  %s: %s\n", passed ? "PASS" : "FAIL", what.c_str(), detail.c_str());
-  std::fflush(stdout);
-}
-
-std::string scientific(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", value);
-  return text;
-}
+using gates::checks_failed;
+using gates::checks_run;
+using gates::report;
+using gates::scientific;
 
 std::vector<GateConfig> gate_configs() {
   ModelConfig tied;
