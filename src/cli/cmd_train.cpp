@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -112,6 +113,11 @@ int run_train(const TrainArgs& args) {
               summary->interrupted ? "stopped" : "finished", (unsigned long)summary->steps,
               (unsigned long)summary->tokens_seen, duration_text(summary->elapsed_seconds).c_str(),
               summary->last_checkpoint.empty() ? "none" : summary->last_checkpoint.c_str());
+  if (std::isfinite(summary->final_loss)) std::printf("last training loss %.4f\n", summary->final_loss);
+  if (std::isfinite(summary->best_val_loss)) {
+    std::printf("best validation loss %.4f (perplexity %.2f)\n", summary->best_val_loss,
+                std::exp(summary->best_val_loss));
+  }
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -57,7 +58,7 @@ struct TrainEvents {
 struct TrainSummary {
   uint64_t steps = 0;
   uint64_t tokens_seen = 0;
-  double final_loss = 0;
+  double final_loss = std::numeric_limits<double>::quiet_NaN();  // last step run by this call
   double best_val_loss = 0;        // infinity when no validation ran
   std::string last_checkpoint;     // folder
   bool interrupted = false;        // stopped by the stop flag or until_step

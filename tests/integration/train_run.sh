@@ -16,10 +16,10 @@ final=$(grep 'step 40: validation loss' "$run.log" | awk '{print $5}' | tr -d ,)
 echo "first training loss $first, final validation loss $final"
 awk -v a="$first" -v b="$final" 'BEGIN { exit !(a > 10 && b < a - 3) }' ||
   { echo "FAIL: the loss did not fall enough ($first -> $final)" >&2; exit 1; }
-best_step=$(grep 'validation loss' "$run.log" | sort -g -k5 | head -1 | awk '{print $2}' | tr -d :)
+best_step=$(grep '^step [0-9]*: validation loss' "$run.log" | sort -g -k5 | head -1 | awk '{print $2}' | tr -d :)
 [[ "$(readlink -f "$run/best")" == */step-$(printf %08d "$best_step") ]] ||
   { echo "FAIL: best is $(readlink -f "$run/best"), the lowest validation loss was at step $best_step" >&2; exit 1; }
-for step in $(grep 'validation loss.*(best)' "$run.log" | awk '{print $2}' | tr -d :); do
+for step in $(grep '^step [0-9]*: validation loss.*(best)' "$run.log" | awk '{print $2}' | tr -d :); do
   grep -q "^step $step: checkpoint saved to .*best so far" "$run.log" ||
     { echo "FAIL: the new best validation loss at step $step was not saved at once" >&2; exit 1; }
 done
