@@ -9,25 +9,13 @@ Usage: bench/convert_bench.py --kipp build/release/kipp --model build/release/mo
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def machine_info():
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    with open("/proc/meminfo") as f:
-        mem_kib = int(f.readline().split()[1])
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1),
-            "kernel": platform.release(), "python": platform.python_version()}
+from machine_facts import machine_facts
 
 
 def run_once(kipp, model, quant, out):
@@ -75,7 +63,7 @@ def main():
         "model": os.path.basename(os.path.normpath(args.model)),
         "source_weights_mib": round(weights / 2**20, 1),
         "repeats": args.repeats,
-        "machine": machine_info(),
+        "machine": machine_facts(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "results": results,
     }

@@ -15,12 +15,13 @@ Usage: bench/train_vs_torch.py [--train-bench build/release/bench/train_bench] [
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from machine_facts import machine_facts
 
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-torch
 REFERENCE = "tools/train_reference.py"
@@ -74,20 +75,11 @@ def wait_for_quiet(limit_s=300, threshold=1.5):
 
 
 def machine_info(threads):
-    cpu = ""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    with open("/proc/meminfo") as f:
-        mem_kib = int(f.readline().split()[1])
     torch_version = command_output([PYTHON, "-c", "import torch; print(torch.__version__)"])
     blas_line = command_output(["update-alternatives", "--display", BLAS_ALTERNATIVE]).splitlines()
     openblas = command_output(["dpkg-query", "-W", "-f", "${Package} ${Version}\n", "libopenblas0-openmp"])
     return {
-        "cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1),
-        "kernel": platform.release(), "python": command_output([PYTHON, "--version"]),
+        **machine_facts(),
         "torch": torch_version, "openblas": openblas,
         "libblas_alternative": [line.strip() for line in blas_line if "link currently points to" in line],
         "compiler": command_output(["g++", "--version"]).splitlines()[0],
