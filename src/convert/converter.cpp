@@ -26,8 +26,6 @@ void report(const ConvertOptions& options, const std::string& line) {
   if (options.progress) options.progress(line);
 }
 
-std::string join_path(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
-
 Status resolve_registry_stamp(ConvertOptions& options) {
   const std::string manifest_path = join_path(options.input_dir, kPullManifestName);
   if (options.repository || options.revision || !file_exists(manifest_path)) return ok_status();

@@ -8,11 +8,16 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 namespace kipp {
+
+std::string join_path(const std::string& dir, std::string_view name) {
+  return (std::filesystem::path(dir) / std::filesystem::path(name)).string();
+}
 
 Expected<std::string> read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

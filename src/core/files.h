@@ -5,12 +5,15 @@
 #include <cstdio>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "core/status.h"
 
 namespace kipp {
 
 Expected<std::string> read_text_file(const std::string& path);
+// `dir`/`name` with one separator.
+std::string join_path(const std::string& dir, std::string_view name);
 bool file_exists(const std::string& path);
 Expected<uint64_t> file_size(const std::string& path);
 

@@ -232,10 +232,6 @@ Expected<Json> parse_header_json(std::string_view text) {
   return root;
 }
 
-std::string join_path(const std::string& dir, std::string_view name) {
-  return (std::filesystem::path(dir) / std::filesystem::path(name)).string();
-}
-
 // A shard named by the index must be a plain file name inside the checkpoint folder; an
 // index may not send the reader to arbitrary paths.
 bool is_plain_file_name(const std::string& name) {

@@ -32,8 +32,6 @@ constexpr const char* kSingleName = "model.safetensors";
 constexpr std::array<const char*, 4> kSideFiles = {"config.json", "generation_config.json", "tokenizer.json",
                                                    "tokenizer_config.json"};
 
-std::string join_path(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
-
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;

@@ -31,8 +31,6 @@ constexpr const char* kExpAvg = ".exp_avg";
 constexpr const char* kExpAvgSq = ".exp_avg_sq";
 constexpr int kTrainerStateVersion = 1;
 
-std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
-
 std::string pid_text() { return std::to_string(::getpid()); }
 
 std::string step_folder_name(uint64_t step) {
@@ -169,7 +167,7 @@ Expected<SafetensorsFile> open_tensors(const std::string& path, const ParameterL
 // The dimensions fix the tensor set; the constants (theta, eps, token ids, context) are the
 // run's to choose.
 Expected<ModelConfig> read_model_config(const std::string& dir) {
-  const std::string path = join(dir, "config.json");
+  const std::string path = join_path(dir, "config.json");
   KIPP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
   auto config = parse_hf_config(text);
   if (!config.ok()) return make_error(path + ": " + config.message());
@@ -277,13 +275,13 @@ Expected<uint64_t> read_adam_steps(const SafetensorsFile& file) {
 // The step folder a link of the run names ("" when there is no such link).
 std::string link_target(const std::string& run_dir, const char* link) {
   std::error_code error;
-  const fs::path target = fs::read_symlink(join(run_dir, link), error);
+  const fs::path target = fs::read_symlink(join_path(run_dir, link), error);
   return error ? std::string() : target.filename().string();
 }
 
 Status point_link(const std::string& run_dir, const char* link, const std::string& folder_name) {
-  const std::string temp = join(run_dir, std::string(".") + link + ".tmp-" + pid_text());
-  const std::string path = join(run_dir, link);
+  const std::string temp = join_path(run_dir, std::string(".") + link + ".tmp-" + pid_text());
+  const std::string path = join_path(run_dir, link);
   std::error_code error;
   fs::remove(temp, error);
   fs::create_directory_symlink(fs::path(kCheckpointsFolder) / folder_name, temp, error);
@@ -319,15 +317,15 @@ Expected<std::vector<StepFolder>> step_folders(const std::string& checkpoints) {
 // Renamed out of the step-N namespace first, so a crash mid-removal leaves a temporary folder
 // (which remove_partial_checkpoints clears) rather than a half-deleted checkpoint.
 Status retire(const std::string& checkpoints, const std::string& name) {
-  const std::string doomed = join(checkpoints, "." + name + ".del-" + pid_text());
+  const std::string doomed = join_path(checkpoints, "." + name + ".del-" + pid_text());
   std::error_code error;
-  fs::rename(join(checkpoints, name), doomed, error);
+  fs::rename(join_path(checkpoints, name), doomed, error);
   if (!error) fs::remove_all(doomed, error);
-  return filesystem_status(error, "cannot remove old checkpoint " + join(checkpoints, name));
+  return filesystem_status(error, "cannot remove old checkpoint " + join_path(checkpoints, name));
 }
 
 Status prune(const std::string& run_dir, uint32_t keep_last) {
-  const std::string checkpoints = join(run_dir, kCheckpointsFolder);
+  const std::string checkpoints = join_path(run_dir, kCheckpointsFolder);
   KIPP_ASSIGN_OR_RETURN(const std::vector<StepFolder> folders, step_folders(checkpoints));
   const std::string latest = link_target(run_dir, "latest"), best = link_target(run_dir, "best");
   for (size_t i = keep_last; i < folders.size(); ++i) {
@@ -393,11 +391,11 @@ Status write_model_folder(const std::string& dir, const ParameterLayout& layout,
   std::error_code error;
   fs::create_directories(dir, error);
   KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot create " + dir));
-  KIPP_RETURN_IF_ERROR(write_text_file_atomic(join(dir, "config.json"), hf_config_json(layout.config())));
-  KIPP_RETURN_IF_ERROR(save_parameters(layout, params, join(dir, "model.safetensors")));
-  KIPP_RETURN_IF_ERROR(write_text_file_atomic(join(dir, "tokenizer.json"), tokenizer_json));
+  KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "config.json"), hf_config_json(layout.config())));
+  KIPP_RETURN_IF_ERROR(save_parameters(layout, params, join_path(dir, "model.safetensors")));
+  KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "tokenizer.json"), tokenizer_json));
   if (!tokenizer_config_json.empty()) {
-    KIPP_RETURN_IF_ERROR(write_text_file_atomic(join(dir, "tokenizer_config.json"), tokenizer_config_json));
+    KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer_config_json));
   }
   return {};
 }
@@ -405,18 +403,18 @@ Status write_model_folder(const std::string& dir, const ParameterLayout& layout,
 Expected<std::string> save_checkpoint(const std::string& run_dir, const ParameterLayout& layout,
                                       const CheckpointData& data, bool is_best, uint32_t keep_last) {
   KIPP_RETURN_IF_ERROR(check_sizes(layout, data));
-  const std::string checkpoints = join(run_dir, kCheckpointsFolder);
+  const std::string checkpoints = join_path(run_dir, kCheckpointsFolder);
   const std::string name = step_folder_name(data.state.step);
-  StagingFolder staging(join(checkpoints, "." + name + ".tmp-" + pid_text()));
+  StagingFolder staging(join_path(checkpoints, "." + name + ".tmp-" + pid_text()));
   KIPP_RETURN_IF_ERROR(staging.create());
   KIPP_RETURN_IF_ERROR(
       write_model_folder(staging.path(), layout, data.params, data.tokenizer_json, data.tokenizer_config_json));
   if (!data.adam_m.empty()) {
-    KIPP_RETURN_IF_ERROR(save_optimizer(join(staging.path(), "optimizer.safetensors"), layout, data));
+    KIPP_RETURN_IF_ERROR(save_optimizer(join_path(staging.path(), "optimizer.safetensors"), layout, data));
   }
   KIPP_RETURN_IF_ERROR(
-      write_text_file_atomic(join(staging.path(), "trainer_state.json"), trainer_state_json(data.state)));
-  const std::string folder = join(checkpoints, name);
+      write_text_file_atomic(join_path(staging.path(), "trainer_state.json"), trainer_state_json(data.state)));
+  const std::string folder = join_path(checkpoints, name);
   KIPP_RETURN_IF_ERROR(staging.publish(folder));
   // `best` moves first: a crash between the two leaves `latest` one checkpoint behind (resume
   // redoes that step) rather than a `best` older than the loss the state records.
@@ -428,14 +426,14 @@ Expected<std::string> save_checkpoint(const std::string& run_dir, const Paramete
 
 Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout) {
   KIPP_ASSIGN_OR_RETURN(const ModelConfig config, read_model_config(dir));
-  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), config, join(dir, "config.json"), true));
+  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), config, join_path(dir, "config.json"), true));
 
   LoadedCheckpoint out;
-  KIPP_ASSIGN_OR_RETURN(const SafetensorsFile model, open_tensors(join(dir, "model.safetensors"), layout, {""}));
+  KIPP_ASSIGN_OR_RETURN(const SafetensorsFile model, open_tensors(join_path(dir, "model.safetensors"), layout, {""}));
   out.params.resize(layout.total());
   copy_tensors(model, layout, "", out.params);
 
-  const std::string optimizer_path = join(dir, "optimizer.safetensors");
+  const std::string optimizer_path = join_path(dir, "optimizer.safetensors");
   if (!file_exists(optimizer_path)) {
     return make_error(optimizer_path + " is missing: this folder has weights but no optimizer state, so it cannot be "
                       "resumed (start a new run from its weights with --init)");
@@ -447,12 +445,12 @@ Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const Paramet
   copy_tensors(optimizer, layout, kExpAvg, out.adam_m);
   copy_tensors(optimizer, layout, kExpAvgSq, out.adam_v);
 
-  KIPP_ASSIGN_OR_RETURN(out.state, parse_trainer_state(join(dir, "trainer_state.json")));
+  KIPP_ASSIGN_OR_RETURN(out.state, parse_trainer_state(join_path(dir, "trainer_state.json")));
   return out;
 }
 
 Status remove_partial_checkpoints(const std::string& run_dir) {
-  const std::string checkpoints = join(run_dir, kCheckpointsFolder);
+  const std::string checkpoints = join_path(run_dir, kCheckpointsFolder);
   std::error_code error;
   if (!fs::is_directory(checkpoints, error)) return {};
   // A step folder newer than `latest` that `best` does not name was renamed into place by a
@@ -468,8 +466,8 @@ Status remove_partial_checkpoints(const std::string& run_dir) {
   }
   KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot list " + checkpoints));
   for (const std::string& name : leftovers) {
-    fs::remove_all(join(checkpoints, name), error);
-    KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot remove " + join(checkpoints, name)));
+    fs::remove_all(join_path(checkpoints, name), error);
+    KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot remove " + join_path(checkpoints, name)));
   }
   for (fs::directory_iterator it(run_dir, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
@@ -496,13 +494,13 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
   std::vector<SafetensorsFile> sources;
   for (const std::string& dir : dirs) {
     KIPP_ASSIGN_OR_RETURN(const ModelConfig other, read_model_config(dir));
-    KIPP_RETURN_IF_ERROR(check_model_dimensions(config, other, join(dir, "config.json"), true));
+    KIPP_RETURN_IF_ERROR(check_model_dimensions(config, other, join_path(dir, "config.json"), true));
     if (!(other == config)) {
-      return make_error(join(dir, "config.json") + " differs from " + join(dirs[0], "config.json") +
+      return make_error(join_path(dir, "config.json") + " differs from " + join_path(dirs[0], "config.json") +
                         " in rope_theta, rms_norm_eps, the context length or the token ids; only checkpoints of "
                         "one model can be averaged");
     }
-    KIPP_ASSIGN_OR_RETURN(SafetensorsFile file, open_tensors(join(dir, "model.safetensors"), layout, {""}));
+    KIPP_ASSIGN_OR_RETURN(SafetensorsFile file, open_tensors(join_path(dir, "model.safetensors"), layout, {""}));
     sources.push_back(std::move(file));
   }
 
@@ -519,8 +517,8 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
     for (uint64_t i = 0; i < t.count; ++i) mean[t.offset + i] = static_cast<float>(sum[i] / double(sources.size()));
   }
 
-  KIPP_ASSIGN_OR_RETURN(const std::string tokenizer_json, read_text_file(join(dirs[0], "tokenizer.json")));
-  const std::string tokenizer_config_path = join(dirs[0], "tokenizer_config.json");
+  KIPP_ASSIGN_OR_RETURN(const std::string tokenizer_json, read_text_file(join_path(dirs[0], "tokenizer.json")));
+  const std::string tokenizer_config_path = join_path(dirs[0], "tokenizer_config.json");
   std::string tokenizer_config_json;
   if (file_exists(tokenizer_config_path)) {
     KIPP_ASSIGN_OR_RETURN(tokenizer_config_json, read_text_file(tokenizer_config_path));
