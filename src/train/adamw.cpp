@@ -7,11 +7,11 @@
 namespace kipp::train {
 
 AdamW::AdamW(const ParameterLayout& layout, const AdamWOptions& options)
-    : options_(options), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f), decay_mask_(layout.total(), 0.0f) {
+    : options_(options), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
   for (const ParamTensor& t : layout.tensors()) {
     const bool decays = t.kind == ParamKind::Projection || t.kind == ParamKind::Head ||
                         (t.kind == ParamKind::Embedding && options.decay_embeddings);
-    if (decays) std::fill(decay_mask_.begin() + long(t.offset), decay_mask_.begin() + long(t.offset + t.count), 1.0f);
+    ranges_.push_back({t.offset, t.count, decays});
   }
 }
 
@@ -27,16 +27,20 @@ void AdamW::step(std::span<float> params, std::span<const float> grads, double l
   const float* g = grads.data();
   float* m = m_.data();
   float* v = v_.data();
-  const float* mask = decay_mask_.data();
-  const long n = long(params.size());
   // PyTorch's order: decay first (p *= 1 - lr*wd), then the Adam update with
-  // denominator sqrt(v) / sqrt(1 - beta2^t) + eps.
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < n; ++i) {
-    p[i] *= 1.0f - decay * mask[i];
-    m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
-    v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
-    p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps);
+  // denominator sqrt(v) / sqrt(1 - beta2^t) + eps. One parallel region; tensors are
+  // independent, so threads move on without waiting at each one.
+#pragma omp parallel
+  for (const DecayRange& range : ranges_) {
+    const float keep = range.decays ? 1.0f - decay : 1.0f;
+    const long begin = long(range.offset), end = long(range.offset + range.count);
+#pragma omp for schedule(static) nowait
+    for (long i = begin; i < end; ++i) {
+      p[i] *= keep;
+      m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+      v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps);
+    }
   }
 }
 

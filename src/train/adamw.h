@@ -35,7 +35,11 @@ class AdamW {
  private:
   AdamWOptions options_;
   std::vector<float> m_, v_;
-  std::vector<float> decay_mask_;  // 1 where weight decay applies, else 0; same layout
+  struct DecayRange {
+    uint64_t offset, count;
+    bool decays;
+  };
+  std::vector<DecayRange> ranges_;  // one per tensor: whether weight decay applies to it
   uint64_t steps_ = 0;
 };
 
