@@ -12,6 +12,10 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libssl-dev libcurl4-openssl-dev libxxhash-dev libpcre2-dev libutf8proc-dev libedit-dev
   # training: FP32 GEMM (OpenMP OpenBLAS, which also makes it the system BLAS PyTorch uses), YAML configs
   libopenblas-openmp-dev libyaml-cpp-dev
+  # dataset readers: Parquet codecs (snappy, zstd; gzip through zlib)
+  libsnappy-dev libzstd-dev zlib1g-dev
+  # the quickstart's training corpus
+  fortunes
   # interactive `kipp chat` is tested under tmux
   tmux
   # tooling: PyTorch reference, synthetic checkpoints, test fixtures

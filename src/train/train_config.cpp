@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "core/files.h"
+#include "runtime/chat_template.h"
 
 namespace kipp::train {
 namespace {
@@ -56,6 +57,10 @@ struct Choice {
 // Relative input paths name files next to the config; outputs (run.dir) follow the working
 // directory, as an output path on a command line does.
 enum class PathBase { ConfigFolder, WorkingDirectory };
+
+// A string (or list of strings) taken as written: not a path, not from a fixed set.
+struct PlainText {};
+constexpr PlainText kPlainText;
 
 // A KitAI model key this architecture has exactly one value for: accepted so that a seed config
 // loads, with any other value refused and the reason given.
@@ -104,11 +109,19 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("model.activation", kSwiGlu);
   visit("model.bias", kNoBias);
   visit("tokenizer", c.tokenizer, PathBase::ConfigFolder);
-  visit("data.format", c.data.format, Choice{{"text", "tokens"}});
+  visit("data.format", c.data.format,
+        Choice{{"auto", "text", "jsonl", "csv", "parquet", "alpaca", "sharegpt", "openai", "tokens"}});
   visit("data.train", c.data.train, PathBase::ConfigFolder);
+  visit("data.validation", c.data.validation, PathBase::ConfigFolder);
+  visit("data.text_field", c.data.text_field, kPlainText);
+  visit("data.document_separator", c.data.document_separator, kPlainText);
+  visit("data.chat_format", c.data.chat_format, Choice{chat_format_names()});
   visit("data.token_dtype", c.data.token_dtype, Choice{{"uint16", "uint32"}});
   visit("data.validation_fraction", c.data.validation_fraction, kFraction);
   visit("data.seed", c.data.seed, kNonNegativeInt);
+  visit("data.shuffle_buffer", c.data.shuffle_buffer, kNonNegativeInt);
+  visit("data.cache_dir", c.data.cache_dir, PathBase::WorkingDirectory);
+  visit("data.strict", c.data.strict);
   visit("train.seq_len", c.train.seq_len, kPositiveInt);
   visit("train.micro_batch", c.train.micro_batch, kPositiveInt);
   visit("train.grad_accum", c.train.grad_accum, kPositiveInt);
@@ -129,6 +142,9 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
   visit("eval.every", c.eval.every, kNonNegativeInt);
   visit("eval.batches", c.eval.batches, kPositiveInt);
+  visit("eval.sample_prompts", c.eval.sample_prompts, kPlainText);
+  visit("eval.sample_tokens", c.eval.sample_tokens, kPositiveInt);
+  visit("eval.sample_temperature", c.eval.sample_temperature, kNonNegativeReal);
   visit("checkpoint.every", c.checkpoint.every, kNonNegativeInt);
   visit("checkpoint.keep_last", c.checkpoint.keep_last, kPositiveInt);
   visit("log.every", c.log.every, kPositiveInt);
@@ -373,6 +389,29 @@ class Reader {
       return {};
     });
   }
+  void operator()(const char* name, std::string& value, const PlainText&) {
+    read(name, [&](const Source& s) -> Status {
+      KIPP_ASSIGN_OR_RETURN(value, read_string(s.node, "a string"));
+      return {};
+    });
+  }
+  void operator()(const char* name, std::vector<std::string>& value, const PlainText&) {
+    read(name, [&](const Source& s) -> Status {
+      const std::string expected = "expected a list of strings such as [\"Once upon\", \"The\"], got ";
+      if (s.node.IsNull()) {
+        value.clear();
+        return {};
+      }
+      if (!s.node.IsSequence()) return make_error(expected + found_text(s.node));
+      std::vector<std::string> items;
+      for (const YAML::Node& item : s.node) {
+        if (!item.IsScalar()) return make_error(expected + "an entry " + found_text(item));
+        items.push_back(item.Scalar());
+      }
+      value = std::move(items);
+      return {};
+    });
+  }
   void operator()(const char* name, ScheduleKind& value) {
     read(name, [&](const Source& s) -> Status {
       if (!s.node.IsScalar()) return make_error("expected cosine, linear or constant, got " + found_text(s.node));
@@ -557,6 +596,12 @@ class Writer {
   void operator()(const char* name, const std::vector<std::string>& value, PathBase) {
     key(name) << YAML::BeginSeq;
     for (const std::string& path : value) out_ << path;
+    out_ << YAML::EndSeq;
+  }
+  void operator()(const char* name, const std::string& value, const PlainText&) { key(name) << value; }
+  void operator()(const char* name, const std::vector<std::string>& value, const PlainText&) {
+    key(name) << YAML::BeginSeq;
+    for (const std::string& item : value) out_ << item;
     out_ << YAML::EndSeq;
   }
   void operator()(const char* name, ScheduleKind value) { key(name) << std::string(schedule_name(value)); }

@@ -43,11 +43,20 @@ struct ModelSection {
 };
 
 struct DataSection {
-  std::string format = "text";         // "text": UTF-8 files tokenized with the tokenizer; "tokens": raw ids
-  std::vector<std::string> train;      // files (relative paths resolve against the config file's folder)
-  std::string token_dtype = "uint16";  // "tokens" format: uint16 | uint32 little-endian
-  double validation_fraction = 0.05;   // of the windows, taken from the end
-  uint64_t seed = 1234;                // shuffle order
+  // auto (from each file's extension and first record), text, jsonl, csv, parquet, alpaca,
+  // sharegpt, openai, or tokens (raw ids).
+  std::string format = "auto";
+  std::vector<std::string> train;       // files, globs or folders (relative to the config file's folder)
+  std::vector<std::string> validation;  // optional held-out files; empty: validation_fraction of train
+  std::string text_field = "text";      // JSONL key, CSV column or Parquet column of the document
+  std::string document_separator;       // text files: a line equal to it ends a document ("%" for fortunes)
+  std::string chat_format = "chatml";   // how conversations are rendered (only assistant tokens carry loss)
+  std::string token_dtype = "uint16";   // "tokens" format: uint16 | uint32 little-endian
+  double validation_fraction = 0.05;    // of the windows, taken from the end
+  uint64_t seed = 1234;                 // shuffle buffer and window order
+  uint32_t shuffle_buffer = 10000;      // documents mixed before packing; 0: file order
+  std::string cache_dir;                // pre-tokenized cache root; empty: ~/.cache/kipp/datasets
+  bool strict = false;                  // a malformed record stops the run instead of being skipped
 
   bool operator==(const DataSection&) const = default;
 };
@@ -78,6 +87,9 @@ struct TrainSection {
 struct EvalSection {
   uint64_t every = 100;  // steps; 0: never
   uint32_t batches = 8;  // validation micro-batches per evaluation
+  std::vector<std::string> sample_prompts;  // generated from at every evaluation, shown and logged
+  uint32_t sample_tokens = 48;              // tokens generated per prompt
+  double sample_temperature = 0.8;          // 0: greedy
 
   bool operator==(const EvalSection&) const = default;
 };

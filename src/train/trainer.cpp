@@ -7,16 +7,21 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <cblas.h>
 
 #include "core/files.h"
+#include "core/random.h"
+#include "data/packed_dataset.h"
 #include "data/token_corpus.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
+#include "train/samples.h"
+#include "train/training_data.h"
 #include "train/training_model.h"
 
 namespace kipp::train {
@@ -25,42 +30,37 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// The shuffle is a pure function of (seed, epoch), so the "RNG state" a checkpoint needs is that
-// seed plus what gives the saved data position its meaning (window count and length); resume
-// refuses a run where any of them differ.
-std::string rng_state_text(uint64_t data_seed, const data::TokenWindows& windows) {
-  return "epoch_order seed=" + std::to_string(data_seed) + " train_windows=" + std::to_string(windows.train_count()) +
-         " seq_len=" + std::to_string(windows.seq_len());
+static_assert(data::kNoTarget == kIgnoreTarget);
+
+// The window order is a pure function of (seed, epoch), so the "RNG state" a checkpoint needs is
+// that seed plus what gives the saved data position its meaning (the cached data and the window
+// geometry); resume refuses a run where any of them differ.
+std::string rng_state_text(uint64_t data_seed, const data::PackedDataset& dataset) {
+  const std::string cache = dataset.train_cache().dir();
+  return "window_order seed=" + std::to_string(data_seed) + " train_windows=" + std::to_string(dataset.train_count()) +
+         " seq_len=" + std::to_string(dataset.seq_len()) + " data=" + cache.substr(cache.find_last_of('/') + 1);
 }
 
 void tell(const TrainEvents& events, const std::string& message) {
   if (events.on_message) events.on_message(message);
 }
 
-Expected<std::vector<uint32_t>> read_corpus(const TrainConfig& config, const data::TrainingTokenizer& tokenizer,
-                                            const TrainEvents& events) {
-  if (config.data.format == "tokens") {
-    const auto type = config.data.token_dtype == "uint32" ? data::TokenFileType::U32 : data::TokenFileType::U16;
-    return data::read_token_files(config.data.train, type, tokenizer.vocab_size);
-  }
-  return data::read_text_corpus(config.data.train, tokenizer, [&](const std::string& line) { tell(events, line); });
-}
-
 // The training state that moves: weights, gradients, optimizer and the data position.
 class Loop {
  public:
-  Loop(const TrainRun& run, const TrainEvents& events, const ParameterLayout& layout, data::TokenWindows windows,
-       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer)
+  Loop(const TrainRun& run, const TrainEvents& events, const ParameterLayout& layout, data::PackedDataset dataset,
+       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline)
       : run_(run),
         config_(run.config),
         events_(events),
         layout_(layout),
-        windows_(std::move(windows)),
+        dataset_(std::move(dataset)),
         model_(std::move(model)),
         tokenizer_(std::move(tokenizer)),
         params_(layout.total()),
         grads_(layout.total()),
-        optimizer_(layout, config_.adamw()) {
+        optimizer_(layout, config_.adamw()),
+        unigram_baseline_(unigram_baseline) {
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
     inputs_.resize(rows);
     targets_.resize(rows);
@@ -73,17 +73,18 @@ class Loop {
     } else {
       init_parameters(layout_, config_.init(), params_);
     }
-    state_.rng_state = rng_state_text(config_.data.seed, windows_);
+    state_.rng_state = rng_state_text(config_.data.seed, dataset_);
     return {};
   }
 
   Status resume_from(const std::string& dir) {
     KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, load_checkpoint(dir, layout_));
-    const std::string expected = rng_state_text(config_.data.seed, windows_);
+    const std::string expected = rng_state_text(config_.data.seed, dataset_);
     if (loaded.state.rng_state != expected) {
       return make_error(dir + ": the run's data order (" + loaded.state.rng_state + ") differs from what the corpus and "
-                        "config give now (" + expected + "): data.train, data.seed, data.validation_fraction and "
-                        "train.seq_len must stay as they were for the saved data position to mean the same");
+                        "config give now (" + expected + "): the data files, data.seed, data.validation_fraction, the "
+                        "data format options and train.seq_len must stay as they were for the saved data position "
+                        "to mean the same");
     }
     params_ = std::move(loaded.params);
     std::copy(loaded.adam_m.begin(), loaded.adam_m.end(), optimizer_.first_moment().begin());
@@ -187,7 +188,7 @@ class Loop {
         window_tokens = 0;
       }
       bool is_best = false;
-      if (config_.eval.every && windows_.validation_count() &&
+      if (config_.eval.every && dataset_.validation_count() &&
           (state_.step % config_.eval.every == 0 || end_of_schedule)) {
         KIPP_ASSIGN_OR_RETURN(is_best, evaluate());
       }
@@ -206,6 +207,8 @@ class Loop {
     summary.steps = state_.step;
     summary.tokens_seen = state_.tokens_seen;
     summary.best_val_loss = state_.best_val_loss;
+    summary.last_val_loss = state_.last_val_loss;
+    summary.unigram_baseline = unigram_baseline_;
     summary.last_checkpoint = last_checkpoint_;
     summary.elapsed_seconds = elapsed();
     return summary;
@@ -214,16 +217,16 @@ class Loop {
  private:
   void fill_micro_batch(int32_t* inputs, int32_t* targets) {
     for (uint32_t row = 0; row < config_.train.micro_batch; ++row) {
-      if (state_.data_cursor >= windows_.train_count()) {
+      if (state_.data_cursor >= dataset_.train_count()) {
         ++state_.epoch;
         state_.data_cursor = 0;
       }
-      if (order_epoch_ != state_.epoch || order_.empty()) {
-        order_ = data::epoch_order(windows_.train_count(), config_.data.seed, state_.epoch);
-        order_epoch_ = state_.epoch;
+      if (order_.epoch != state_.epoch || !order_.order) {
+        order_.order.emplace(dataset_.train_count(), config_.data.seed, state_.epoch);
+        order_.epoch = state_.epoch;
       }
       const size_t offset = size_t(row) * config_.train.seq_len;
-      windows_.fill_train(order_[state_.data_cursor++], inputs + offset, targets + offset);
+      dataset_.fill_train((*order_.order)[state_.data_cursor++], inputs + offset, targets + offset);
     }
   }
 
@@ -231,14 +234,14 @@ class Loop {
   // evaluations are comparable across steps).
   Expected<bool> evaluate() {
     const uint32_t seq = config_.train.seq_len;
-    const uint64_t windows = std::min<uint64_t>(windows_.validation_count(),
+    const uint64_t windows = std::min<uint64_t>(dataset_.validation_count(),
                                                 uint64_t(config_.eval.batches) * config_.train.micro_batch);
     double loss_sum = 0;
     uint64_t counted = 0;
     for (uint64_t first = 0; first < windows; first += config_.train.micro_batch) {
       const uint32_t rows = uint32_t(std::min<uint64_t>(config_.train.micro_batch, windows - first));
       for (uint32_t r = 0; r < rows; ++r) {
-        windows_.fill_validation(first + r, inputs_.data() + size_t(r) * seq, targets_.data() + size_t(r) * seq);
+        dataset_.fill_validation(first + r, inputs_.data() + size_t(r) * seq, targets_.data() + size_t(r) * seq);
       }
       TokenBatch batch;
       batch.inputs = std::span<const int32_t>(inputs_).first(size_t(rows) * seq);
@@ -264,7 +267,24 @@ class Loop {
       report.is_best = is_best;
       events_.on_eval(report);
     }
+    KIPP_RETURN_IF_ERROR(draw_samples());
     return is_best;
+  }
+
+  Status draw_samples() {
+    if (!events_.on_sample) return {};
+    SampleOptions options;
+    options.model_vocab_size = layout_.config().vocab_size;
+    options.max_tokens = config_.eval.sample_tokens;
+    options.max_length = config_.train.seq_len;
+    options.temperature = config_.eval.sample_temperature;
+    for (size_t i = 0; i < config_.eval.sample_prompts.size(); ++i) {
+      options.seed = counter_random(config_.train.seed, state_.step * 1000 + i);
+      const std::string& prompt = config_.eval.sample_prompts[i];
+      KIPP_ASSIGN_OR_RETURN(std::string text, generate_sample(*model_, params_, tokenizer_, prompt, options));
+      events_.on_sample(SampleReport{state_.step, prompt, std::move(text)});
+    }
+    return {};
   }
 
   Status save(bool is_best) {
@@ -298,16 +318,19 @@ class Loop {
   const TrainConfig& config_;
   const TrainEvents& events_;
   const ParameterLayout& layout_;
-  data::TokenWindows windows_;
+  data::PackedDataset dataset_;
   std::unique_ptr<TrainingModel> model_;
   data::TrainingTokenizer tokenizer_;
   std::vector<float> params_, grads_;
   AdamW optimizer_;
   TrainerState state_;
   std::vector<int32_t> inputs_, targets_;
-  std::vector<uint64_t> order_;
-  uint64_t order_epoch_ = 0;
+  struct {
+    std::optional<data::WindowOrder> order;
+    uint64_t epoch = 0;
+  } order_;
   std::string last_checkpoint_;
+  double unigram_baseline_;
 };
 
 }  // namespace
@@ -345,14 +368,25 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   KIPP_RETURN_IF_ERROR(model_config.validate());
   const ParameterLayout layout(model_config);
 
-  KIPP_ASSIGN_OR_RETURN(std::vector<uint32_t> tokens, read_corpus(resolved, tokenizer, events));
-  const uint64_t token_count = tokens.size();
-  KIPP_ASSIGN_OR_RETURN(data::TokenWindows windows, data::TokenWindows::create(std::move(tokens), resolved.train.seq_len,
-                                                                               resolved.data.validation_fraction));
-  tell(events, "corpus: " + std::to_string(token_count) + " tokens, " + std::to_string(windows.train_count()) +
-                   " training and " + std::to_string(windows.validation_count()) + " validation windows of " +
-                   std::to_string(resolved.train.seq_len) + "; model: " +
+  data::CacheEvents cache_events;
+  cache_events.on_message = events.on_message;
+  cache_events.on_progress = events.on_data_progress;
+  KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, load_training_data(resolved, tokenizer, cache_events));
+  const data::CacheStats& stats = dataset.train_cache().stats();
+  tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
+                   " malformed, " + std::to_string(stats.all_masked) + " without assistant tokens, skipped), " +
+                   std::to_string(stats.tokens) + " tokens (" + std::to_string(stats.counted) + " carry loss), " +
+                   std::to_string(dataset.train_count()) + " training and " + std::to_string(dataset.validation_count()) +
+                   " validation windows of " + std::to_string(resolved.train.seq_len) + "; model: " +
                    std::to_string(layout.total()) + " parameters; " + std::to_string(threads) + " threads");
+  const double unigram_baseline = dataset.validation_count() ? dataset.unigram_baseline(tokenizer.vocab_size)
+                                                             : std::numeric_limits<double>::quiet_NaN();
+  if (std::isfinite(unigram_baseline)) {
+    char line[120];
+    std::snprintf(line, sizeof line, "unigram baseline: validation loss %.3f (perplexity %.1f) without context",
+                  unigram_baseline, std::exp(unigram_baseline));
+    tell(events, line);
+  }
 
   TrainingModelOptions model_options;
   model_options.max_batch = resolved.train.micro_batch;
@@ -368,7 +402,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
                                                                           "kipp train is using " + config.run_dir));
   TrainRun effective = run;
   effective.config = resolved;
-  Loop loop(effective, events, layout, std::move(windows), std::move(model), std::move(tokenizer));
+  Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), unigram_baseline);
   if (run.resume) {
     // The run's config now includes this resume's --set overrides, so a later resume keeps them.
     KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));

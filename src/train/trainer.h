@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "data/token_cache.h"
 #include "train/train_config.h"
 
 namespace kipp::train {
@@ -49,10 +50,18 @@ struct EvalReport {
   bool is_best = false;
 };
 
+struct SampleReport {
+  uint64_t step = 0;
+  std::string prompt;
+  std::string text;  // the continuation
+};
+
 struct TrainEvents {
   std::function<void(const StepReport&)> on_step;     // every log.every steps and the last
   std::function<void(const EvalReport&)> on_eval;
   std::function<void(const std::string&)> on_message;  // data loaded, checkpoint saved, skipped step
+  std::function<void(const SampleReport&)> on_sample;  // eval.sample_prompts, at every evaluation
+  std::function<void(const data::CacheProgress&)> on_data_progress;  // while the data is tokenized
 };
 
 struct TrainSummary {
@@ -60,6 +69,10 @@ struct TrainSummary {
   uint64_t tokens_seen = 0;
   double final_loss = std::numeric_limits<double>::quiet_NaN();  // last step run by this call
   double best_val_loss = 0;        // infinity when no validation ran
+  double last_val_loss = 0;        // NaN when no validation ran
+  // Validation loss of a context-free unigram model of the training data (what the model must
+  // beat to have learnt anything); NaN without validation data.
+  double unigram_baseline = 0;
   std::string last_checkpoint;     // folder
   bool interrupted = false;        // stopped by the stop flag or until_step
   double elapsed_seconds = 0;
