@@ -22,6 +22,8 @@ void register_render(CLI::App& app, Action& action);
 void register_chat(CLI::App& app, Action& action);
 void register_train(CLI::App& app, Action& action);
 void register_average(CLI::App& app, Action& action);
+void register_eval(CLI::App& app, Action& action);
+void register_data(CLI::App& app, Action& action);  // data preview
 
 // Prints "kipp: error: <message>" on stderr and returns the failure exit code.
 int fail(const std::string& message);

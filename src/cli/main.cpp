@@ -29,6 +29,8 @@ int main(int argc, char** argv) {
   kipp::cli::register_chat(app, action);
   kipp::cli::register_train(app, action);
   kipp::cli::register_average(app, action);
+  kipp::cli::register_eval(app, action);
+  kipp::cli::register_data(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -1,0 +1,54 @@
+// `kipp eval`: a model's loss and perplexity on any dataset the trainer reads. The model runs in
+// the trainer's FP32 forward pass (GGUF weights are dequantized), so the figure is comparable
+// with the validation loss of a training run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/token_cache.h"
+#include "data/token_corpus.h"
+#include "train/parameters.h"
+#include "train/train_config.h"
+
+namespace kipp::train {
+
+// Weights and tokenizer of a checkpoint folder (config.json, model.safetensors, tokenizer.json)
+// or a Kipp GGUF.
+struct EvalModel {
+  ParameterLayout layout;
+  std::vector<float> params;
+  data::TrainingTokenizer tokenizer;
+};
+Expected<EvalModel> load_eval_model(const std::string& path);
+
+// Only the tokenizer: a tokenizer.json, a checkpoint folder holding one, or a Kipp GGUF.
+Expected<data::TrainingTokenizer> load_tokenizer_of(const std::string& path);
+
+struct EvalOptions {
+  DataSection data;        // format, text_field, chat_format, ... (data.train = the inputs)
+  uint32_t seq_len = 256;  // tokens per window; at most the model's context
+  uint32_t batch = 4;      // windows per forward pass
+  uint64_t max_windows = 0;  // 0: every window
+  uint32_t threads = 0;      // 0: all hardware threads
+};
+
+struct EvalResult {
+  double loss = 0;        // mean cross-entropy (nats) per counted target
+  double perplexity = 0;
+  uint64_t windows = 0;
+  uint64_t counted = 0;   // targets that carried loss
+  data::CacheStats data;
+};
+
+struct EvalEvents {
+  data::CacheEvents cache;
+  std::function<void(uint64_t done, uint64_t total)> on_progress;  // windows
+};
+
+Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options, const EvalEvents& events);
+
+}  // namespace kipp::train
