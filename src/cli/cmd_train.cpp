@@ -118,6 +118,11 @@ int run_train(const TrainArgs& args) {
     std::printf("best validation loss %.4f (perplexity %.2f)\n", summary->best_val_loss,
                 std::exp(summary->best_val_loss));
   }
+  if (std::isfinite(summary->last_val_loss) && std::isfinite(summary->unigram_baseline)) {
+    std::printf("final validation loss %.4f vs unigram baseline %.4f (%.2f nats per token better than counting "
+                "tokens)\n", summary->last_val_loss, summary->unigram_baseline,
+                summary->unigram_baseline - summary->last_val_loss);
+  }
   return 0;
 }
 
