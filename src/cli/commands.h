@@ -23,6 +23,7 @@ void register_chat(CLI::App& app, Action& action);
 void register_train(CLI::App& app, Action& action);
 void register_average(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);
+void register_plot(CLI::App& app, Action& action);  // kipp plot RUN_DIR: loss curves as SVG
 void register_data(CLI::App& app, Action& action);  // data preview
 
 // Prints "kipp: error: <message>" on stderr and returns the failure exit code.

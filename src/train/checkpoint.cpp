@@ -532,4 +532,8 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
   return staging.publish(folder);
 }
 
+Expected<TrainerState> load_trainer_state(const std::string& dir) {
+  return parse_trainer_state(join_path(dir, "trainer_state.json"));
+}
+
 }  // namespace kipp::train

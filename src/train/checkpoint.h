@@ -72,6 +72,9 @@ struct LoadedCheckpoint {
 // the same model. The optimizer state must be present and complete.
 Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout);
 
+// Only the checkpoint's trainer_state.json (cheap: no weights read).
+Expected<TrainerState> load_trainer_state(const std::string& dir);
+
 // Removes what a crash left behind in RUN_DIR/checkpoints: temporary folders, and step folders
 // newer than `latest` that no link names (saved, but the links never moved; resume writes
 // them again).

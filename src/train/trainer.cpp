@@ -19,7 +19,9 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/lr_schedule.h"
+#include "train/loss_plot.h"
 #include "train/parameters.h"
+#include "train/run_log.h"
 #include "train/samples.h"
 #include "train/training_data.h"
 #include "train/training_model.h"
@@ -49,7 +51,8 @@ void tell(const TrainEvents& events, const std::string& message) {
 class Loop {
  public:
   Loop(const TrainRun& run, const TrainEvents& events, const ParameterLayout& layout, data::PackedDataset dataset,
-       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline)
+       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline,
+       RunLog& log)
       : run_(run),
         config_(run.config),
         events_(events),
@@ -60,7 +63,8 @@ class Loop {
         params_(layout.total()),
         grads_(layout.total()),
         optimizer_(layout, config_.adamw()),
-        unigram_baseline_(unigram_baseline) {
+        unigram_baseline_(unigram_baseline),
+        log_(log) {
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
     inputs_.resize(rows);
     targets_.resize(rows);
@@ -167,7 +171,7 @@ class Loop {
       // evaluates at exactly the steps an uninterrupted one does.
       const bool end_of_schedule = state_.step == t.max_steps;
       const bool last = state_.step == last_step;
-      if (events_.on_step && (state_.step % config_.log.every == 0 || last)) {
+      if (state_.step % config_.log.every == 0 || last) {
         const double window_seconds = std::chrono::duration<double>(Clock::now() - window_clock).count();
         StepReport report;
         report.step = state_.step;
@@ -183,7 +187,8 @@ class Loop {
         const double per_step = (report.elapsed_seconds - elapsed_before) / double(state_.step - first_step);
         report.eta_seconds = per_step * double(t.max_steps - state_.step);
         report.skipped_steps = state_.skipped_steps;
-        events_.on_step(report);
+        KIPP_RETURN_IF_ERROR(log_.record_step(report));
+        if (events_.on_step) events_.on_step(report);
         window_clock = Clock::now();
         window_tokens = 0;
       }
@@ -259,20 +264,18 @@ class Loop {
       state_.best_val_loss = loss;
       state_.best_step = state_.step;
     }
-    if (events_.on_eval) {
-      EvalReport report;
-      report.step = state_.step;
-      report.loss = loss;
-      report.perplexity = std::exp(loss);
-      report.is_best = is_best;
-      events_.on_eval(report);
-    }
+    EvalReport report;
+    report.step = state_.step;
+    report.loss = loss;
+    report.perplexity = std::exp(loss);
+    report.is_best = is_best;
+    KIPP_RETURN_IF_ERROR(log_.record_eval(report));
+    if (events_.on_eval) events_.on_eval(report);
     KIPP_RETURN_IF_ERROR(draw_samples());
     return is_best;
   }
 
   Status draw_samples() {
-    if (!events_.on_sample) return {};
     SampleOptions options;
     options.model_vocab_size = layout_.config().vocab_size;
     options.max_tokens = config_.eval.sample_tokens;
@@ -282,7 +285,8 @@ class Loop {
       options.seed = counter_random(config_.train.seed, state_.step * 1000 + i);
       const std::string& prompt = config_.eval.sample_prompts[i];
       KIPP_ASSIGN_OR_RETURN(std::string text, generate_sample(*model_, params_, tokenizer_, prompt, options));
-      events_.on_sample(SampleReport{state_.step, prompt, std::move(text)});
+      KIPP_RETURN_IF_ERROR(log_.record_sample(state_.step, prompt, text));
+      if (events_.on_sample) events_.on_sample(SampleReport{state_.step, prompt, std::move(text)});
     }
     return {};
   }
@@ -331,6 +335,7 @@ class Loop {
   } order_;
   std::string last_checkpoint_;
   double unigram_baseline_;
+  RunLog& log_;
 };
 
 }  // namespace
@@ -402,17 +407,37 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
                                                                           "kipp train is using " + config.run_dir));
   TrainRun effective = run;
   effective.config = resolved;
-  Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), unigram_baseline);
+  std::optional<uint64_t> resume_step;
   if (run.resume) {
     // The run's config now includes this resume's --set overrides, so a later resume keeps them.
     KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
     KIPP_RETURN_IF_ERROR(remove_partial_checkpoints(config.run_dir));
-    KIPP_RETURN_IF_ERROR(loop.resume_from(fs::canonical(latest).string()));
   } else {
     KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
+  }
+  const std::string resume_dir = run.resume ? fs::canonical(latest).string() : std::string();
+  if (run.resume) {
+    KIPP_ASSIGN_OR_RETURN(TrainerState saved, load_trainer_state(resume_dir));
+    resume_step = saved.step;
+  }
+  RunLogOptions log_options;
+  log_options.resume_step = resume_step;
+  KIPP_ASSIGN_OR_RETURN(RunLog log, RunLog::open(config.run_dir, log_options));
+  Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), unigram_baseline,
+            log);
+  if (run.resume) {
+    KIPP_RETURN_IF_ERROR(loop.resume_from(resume_dir));
+  } else {
     KIPP_RETURN_IF_ERROR(loop.start_fresh());
   }
-  return loop.run(stop);
+  auto summary = loop.run(stop);
+  // The loss curve of the run so far, whatever ended it.
+  if (auto plot = plot_run(config.run_dir, ""); plot) {
+    tell(events, "loss curve written to " + *plot);
+  } else {
+    tell(events, "no loss curve: " + plot.message());
+  }
+  return summary;
 }
 
 }  // namespace kipp::train

@@ -5,9 +5,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
@@ -313,6 +316,57 @@ TEST(RunLog, WithoutTensorBoard) {
   ASSERT_TRUE(log->record_step(step_report(1, 2.0)).ok());
   EXPECT_TRUE(log->events_path().empty());
   EXPECT_FALSE(fs::exists(dir.path() + "/tensorboard"));
+}
+
+// A known run with a resume, for tests/run_log.cmake: with KIPP_RUN_LOG_EXPORT_DIR set, the
+// log stays in that folder and tools/tfevents_reader.py checks its CRCs and that the event
+// files agree with metrics.jsonl; without it, it runs in a temp folder like any unit test.
+TEST(RunLogExport, KnownRunWithResume) {
+  const char* export_dir = std::getenv("KIPP_RUN_LOG_EXPORT_DIR");
+  std::optional<TempDir> temp;
+  if (export_dir == nullptr) temp.emplace();
+  const std::string dir = export_dir != nullptr ? std::string(export_dir) : temp->path();
+  auto clock = std::make_shared<double>(1700000000.0);
+  RunLogOptions options;
+  options.clock = [clock] { return *clock += 0.5; };
+  {
+    Expected<RunLog> log = RunLog::open(dir, options);
+    ASSERT_TRUE(log.ok()) << log.message();
+    for (uint64_t step = 1; step <= 6; ++step) {
+      StepReport report = step_report(step, 8.0 / double(step));
+      if (step == 3) report.loss = std::nan("");                   // null in the jsonl, NaN in the events
+      if (step == 4) report.tokens_per_second = 1e300;              // finite double, float infinity
+      if (step == 5) report.grad_norm = std::numeric_limits<double>::infinity();
+      ASSERT_TRUE(log->record_step(report).ok());
+      if (step % 2 == 0) {
+      ASSERT_TRUE(log->record_eval(EvalReport{step, 9.0 / double(step), std::exp(9.0 / double(step)), true}).ok());
+    }
+    }
+    ASSERT_TRUE(log->record_sample(4, "Once upon", " a time\nthere was <b>markup</b>").ok());
+    ASSERT_TRUE(log->record_sample(4, "Second", " prompt").ok());
+    ASSERT_TRUE(log->record_scalars(5, {{"data/epoch", 0.25}, {"data/tokens", 123456789.0}}).ok());
+  }
+  // Resume from the checkpoint of step 4: steps 5 and 6 are re-done, with other throughput.
+  *clock += 100;
+  options.resume_step = 4;
+  Expected<RunLog> log = RunLog::open(dir, options);
+  ASSERT_TRUE(log.ok()) << log.message();
+  for (uint64_t step = 5; step <= 8; ++step) {
+    StepReport report = step_report(step, 8.0 / double(step));
+    report.tokens_per_second = 999.0 + double(step);
+    ASSERT_TRUE(log->record_step(report).ok());
+    if (step % 2 == 0) {
+      ASSERT_TRUE(log->record_eval(EvalReport{step, 9.0 / double(step), std::exp(9.0 / double(step)), false}).ok());
+    }
+  }
+  ASSERT_TRUE(log->record_sample(8, "Once upon", " a mountain").ok());
+  ASSERT_TRUE(log->record_scalar(8, "data/epoch", 0.5).ok());
+
+  const std::vector<nlohmann::json> lines = read_jsonl(log->metrics_path());
+  size_t steps = 0;
+  for (const nlohmann::json& line : lines) steps += line["type"] == "step";
+  EXPECT_EQ(steps, 8u);
+  EXPECT_EQ(lines.size(), 8u + 4u + 3u + 1u);  // steps, evals, samples, scalars (step 5's went)
 }
 
 // ---- Loss plot ----------------------------------------------------------------------------

@@ -1,0 +1,162 @@
+// make_fixtures.mjs: writes the Parquet reader's test fixtures with DuckDB (an independent
+// writer) into OUT_DIR, and beside each the values DuckDB was given (JSONL sidecars), so the
+// C++ tests compare the reader against the input, never against the reader's own output.
+//
+// Usage: node tools/parquet_fixtures/make_fixtures.mjs OUT_DIR
+//   Installs the pinned @duckdb/node-api with fetch_deps.sh (npm, lockfile-verified) unless
+//   KIPP_PARQUET_FIXTURES_NODE_MODULES names a node_modules directory that holds it.
+//
+// Every value comes from a seeded generator, so the files are the same on every run.
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { nodeModules } from '../lib/goldens.mjs';
+
+function die(message) {
+  console.error(`make_fixtures: error: ${message}`);
+  process.exit(1);
+}
+
+const outDir = process.argv[2];
+if (!outDir || process.argv.length > 3) die('usage: node make_fixtures.mjs OUT_DIR');
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const pinned = JSON.parse(fs.readFileSync(path.join(here, 'package.json'), 'utf8')).dependencies['@duckdb/node-api'];
+const modules = nodeModules(here, 'KIPP_PARQUET_FIXTURES_NODE_MODULES');
+const requireFromModules = createRequire(path.join(modules, 'kipp-parquet-fixtures.cjs'));
+const apiVersion = JSON.parse(fs.readFileSync(path.join(modules, '@duckdb', 'node-api', 'package.json'), 'utf8')).version;
+if (apiVersion !== pinned) die(`expected @duckdb/node-api@${pinned} (package.json), found ${apiVersion} in ${modules}`);
+const { DuckDBInstance } = requireFromModules('@duckdb/node-api');
+fs.mkdirSync(outDir, { recursive: true });
+
+// mulberry32: a small seeded PRNG (deterministic across Node versions).
+function rng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const UNICODE = [
+  'héllo wörld', '日本語のテキスト', 'emoji 🎉🚀 and more 👩‍💻', 'Ελληνικά γράμματα', 'עברית מימין לשמאל',
+  'combining e\u0301 and n\u0303', 'Ωmega ≠ ∞', 'line\nbreak', 'tab\tand "quotes"', 'back\\slash', ' ', '中文，标点。',
+];
+const WORDS = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'lambda', 'mu'];
+const CATEGORIES = ['news', 'code', 'chat', 'δέλτα', ''];
+
+function words(next, n) {
+  const out = [];
+  for (let i = 0; i < n; ++i) out.push(WORDS[Math.floor(next() * WORDS.length)]);
+  return out.join(' ');
+}
+
+// The main table: `text` is high-cardinality (PLAIN / DELTA pages), with nulls, empty strings
+// and Unicode; `category` is low-cardinality (dictionary-encoded); `id` is an integer column.
+function textRows(count) {
+  const next = rng(1234);
+  const rows = [];
+  for (let i = 0; i < count; ++i) {
+    const r = next();
+    let text;
+    if (r < 0.08) text = null;
+    else if (r < 0.12) text = '';
+    else if (r < 0.30) text = `${i}: ${UNICODE[Math.floor(next() * UNICODE.length)]}`;
+    else text = `${i}: ${words(next, 1 + Math.floor(next() * 12))}`;
+    const category = next() < 0.05 ? null : CATEGORIES[Math.floor(next() * CATEGORIES.length)];
+    rows.push({ id: i, text, category });
+  }
+  return rows;
+}
+
+function alpacaRows(count) {
+  const next = rng(99);
+  const rows = [];
+  for (let i = 0; i < count; ++i) {
+    const instruction = `Instruction ${i}: ${words(next, 3 + Math.floor(next() * 5))}?`;
+    const input = next() < 0.4 ? '' : `context ${i} ${UNICODE[Math.floor(next() * UNICODE.length)]}`;
+    const output = `Answer ${i}: ${words(next, 2 + Math.floor(next() * 20))}.`;
+    rows.push({ instruction, input, output });
+  }
+  return rows;
+}
+
+// Many pages and row groups, each value ~100-300 bytes: the streaming check.
+function manyRows(count) {
+  const next = rng(7);
+  const rows = [];
+  for (let i = 0; i < count; ++i) rows.push({ text: `row ${i} ` + words(next, 15 + Math.floor(next() * 30)) });
+  return rows;
+}
+
+function writeJsonl(file, rows) {
+  fs.writeFileSync(file, rows.map((row) => JSON.stringify(row)).join('\n') + '\n');
+}
+
+const instance = await DuckDBInstance.create(':memory:');
+const db = await instance.connect();
+await db.run('SET threads = 1');
+await db.run('SET preserve_insertion_order = true');
+
+const sqlString = (s) => `'${s.replaceAll("'", "''")}'`;
+
+// Loads a JSONL file into table `name` with the given column types, in file order.
+async function load(name, jsonl, columns) {
+  const spec = Object.entries(columns).map(([k, v]) => `${k}: '${v}'`).join(', ');
+  await db.run(`CREATE OR REPLACE TABLE ${name} AS SELECT * FROM read_json(${sqlString(jsonl)}, ` +
+               `columns = {${spec}}, format = 'newline_delimited')`);
+}
+
+async function copy(query, file, options) {
+  await db.run(`COPY (${query}) TO ${sqlString(path.join(outDir, file))} (FORMAT parquet, ${options})`);
+}
+
+const written = [];
+
+// 1. The codec x page-version matrix over the same rows.
+const text = textRows(5000);
+const textJsonl = path.join(outDir, 'text.expected.jsonl');
+writeJsonl(textJsonl, text);
+await load('text_rows', textJsonl, { id: 'BIGINT', text: 'VARCHAR', category: 'VARCHAR' });
+for (const codec of ['uncompressed', 'snappy', 'gzip', 'zstd']) {
+  for (const version of ['v1', 'v2']) {
+    const file = `text_${codec}_${version}.parquet`;
+    await copy('SELECT id, text, category FROM text_rows ORDER BY id', file,
+               `COMPRESSION ${codec}, PARQUET_VERSION ${version}, ROW_GROUP_SIZE 2048`);
+    written.push(file);
+  }
+}
+
+// 2. Alpaca-shaped.
+const alpaca = alpacaRows(300);
+const alpacaJsonl = path.join(outDir, 'alpaca.expected.jsonl');
+writeJsonl(alpacaJsonl, alpaca);
+await load('alpaca_rows', alpacaJsonl, { instruction: 'VARCHAR', input: 'VARCHAR', output: 'VARCHAR' });
+await copy('SELECT * FROM alpaca_rows', 'alpaca.parquet', 'COMPRESSION zstd');
+written.push('alpaca.parquet');
+
+// 3. Streaming: many row groups and pages.
+const many = manyRows(30000);
+const manyJsonl = path.join(outDir, 'many.expected.jsonl');
+writeJsonl(manyJsonl, many);
+await load('many_rows', manyJsonl, { text: 'VARCHAR' });
+await copy('SELECT * FROM many_rows', 'many.parquet', 'COMPRESSION snappy, ROW_GROUP_SIZE 2048');
+written.push('many.parquet');
+
+// 4. Nested columns beside a flat one, and a BLOB column holding invalid UTF-8.
+await copy(`SELECT 'flat ' || i AS text, {'x': i, 'y': 'v' || i} AS nested, ['a', 'b' || i] AS tags
+            FROM range(10) t(i)`, 'nested.parquet', 'COMPRESSION snappy');
+written.push('nested.parquet');
+await copy(`SELECT * FROM (VALUES (1, 'good'::BLOB), (2, '\\xC3\\x28'::BLOB), (3, 'also good'::BLOB),
+            (4, NULL::BLOB)) t(id, text) ORDER BY id`, 'invalid_utf8.parquet', 'COMPRESSION uncompressed');
+written.push('invalid_utf8.parquet');
+
+const version = (await db.runAndReadAll('SELECT version()')).getRows()[0][0];
+fs.writeFileSync(path.join(outDir, 'fixtures.json'),
+                 JSON.stringify({ writer: `duckdb ${version}`, files: written }, null, 2) + '\n');
+console.log(`make_fixtures: wrote ${written.length} files with DuckDB ${version} into ${outDir}`);
