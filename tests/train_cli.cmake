@@ -69,7 +69,7 @@ foreach(source checkpoint gguf)
   add_test(NAME train_init_from_${source}
            COMMAND sh -c "rm -rf ${KIPP_TRAIN_WORK}/init-${source} && $<TARGET_FILE:kipp> train --config ${KIPP_TRAIN_CONFIG} ${KIPP_TRAIN_SETS} --set run.dir=${KIPP_TRAIN_WORK}/init-${source} --set train.max_steps=2 --set train.warmup_steps=1 --set eval.every=1 --init ${init} && echo 'exit 0'")
   set_tests_properties(train_init_from_${source} PROPERTIES FIXTURES_REQUIRED "train_run;train_gguf;train_corpus"
-                       TIMEOUT 300 PASS_REGULAR_EXPRESSION "initialized from ${init}.*step 1: validation loss [0-9]\\..*exit 0")
+                       TIMEOUT 300 PASS_REGULAR_EXPRESSION "initialized from ${init}.*eval step 1: val loss [0-9]\\..*exit 0")
 endforeach()
 
 # Checkpoint averaging: the mean of the last two checkpoints is a model folder that converts.

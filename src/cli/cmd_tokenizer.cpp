@@ -112,6 +112,10 @@ std::string config_path_beside(const std::string& output) {
 // Fails early (before a long training run) when the output cannot be written.
 Status check_writable(const std::string& path) {
   if (std::filesystem::is_directory(path)) return make_error("-o " + path + " is a directory; name the tokenizer.json to write");
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty() && !std::filesystem::is_directory(folder)) {
+    return make_error("cannot write " + path + ": the folder " + folder.string() + " does not exist");
+  }
   auto probe = AtomicFile::create(path);  // a temporary beside it, removed again
   if (!probe.ok()) return make_error("cannot write " + path + ": " + probe.message());
   return ok_status();
@@ -144,12 +148,16 @@ int run_train(const TrainArgs& args) {
       if (printer) printer->end_line();
       return fail(counts.message());
     }
+    const auto counted = std::chrono::steady_clock::now();
     trained = train_bpe(*counts, merge_options, progress);
     if (printer) printer->end_line();
     if (!trained.ok()) return fail(trained.message());
-    char text[256];
-    std::snprintf(text, sizeof text, "; %s in %zu files, %llu words (%zu distinct)", format_bytes(counts->bytes).c_str(),
-                  args.inputs.size(), static_cast<unsigned long long>(counts->pieces), counts->words.size());
+    char text[320];
+    std::snprintf(text, sizeof text, "; %s in %zu files, %llu words (%zu distinct); counting %.1f s, merging %.1f s",
+                  format_bytes(counts->bytes).c_str(), args.inputs.size(),
+                  static_cast<unsigned long long>(counts->pieces), counts->words.size(),
+                  std::chrono::duration<double>(counted - started).count(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - counted).count());
     summary = text;
     if (trained->stopped_early) {
       summary += "; stopped at " + std::to_string(trained->total_size()) + " tokens: no pair left that occurs at least " +

@@ -5,12 +5,15 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/train_dashboard.h"
 #include "core/files.h"
 #include "train/checkpoint.h"
 #include "train/train_config.h"
@@ -59,6 +62,7 @@ struct TrainArgs {
   std::string resume;
   std::string init;
   uint64_t until_step = 0;
+  bool plain = false;
 };
 
 std::string duration_text(double seconds) {
@@ -91,23 +95,25 @@ int run_train(const TrainArgs& args) {
   if (!args.init.empty()) run.init_path = args.init;
   if (args.until_step) run.until_step = args.until_step;
 
+  // The dashboard draws on stderr; the summary below stays on stdout.
+  const TerminalMode terminal = detect_terminal(stderr, args.plain);
+  DashboardOptions options;
+  options.run_name = std::filesystem::path(run.config.run_dir).lexically_normal().filename().string();
+  options.run_dir = run.config.run_dir;
+  options.interactive = terminal.interactive;
+  options.color = terminal.color;
+  options.terminal_fd = terminal.fd;
+  TrainDashboard dashboard(std::cerr, std::move(options));
+
   train::TrainEvents events;
-  events.on_message = [](const std::string& line) { std::printf("%s\n", line.c_str()); std::fflush(stdout); };
-  events.on_step = [](const train::StepReport& r) {
-    std::printf("step %lu/%lu | epoch %lu | loss %.4f (avg %.4f) | lr %.3e | grad %.3f | %.0f tok/s | %s, ETA %s%s\n",
-                (unsigned long)r.step, (unsigned long)r.max_steps, (unsigned long)r.epoch, r.loss, r.smoothed_loss, r.lr,
-                r.grad_norm, r.tokens_per_second, duration_text(r.elapsed_seconds).c_str(),
-                duration_text(r.eta_seconds).c_str(),
-                r.skipped_steps ? (" | " + std::to_string(r.skipped_steps) + " skipped").c_str() : "");
-    std::fflush(stdout);
-  };
-  events.on_eval = [](const train::EvalReport& r) {
-    std::printf("step %lu: validation loss %.4f, perplexity %.2f%s\n", (unsigned long)r.step, r.loss, r.perplexity,
-                r.is_best ? " (best)" : "");
-    std::fflush(stdout);
-  };
+  events.on_message = [&dashboard](const std::string& line) { dashboard.on_message(line); };
+  events.on_step = [&dashboard](const train::StepReport& r) { dashboard.on_step(r); };
+  events.on_eval = [&dashboard](const train::EvalReport& r) { dashboard.on_eval(r); };
+  events.on_sample = [&dashboard](const train::SampleReport& s) { dashboard.on_sample(s); };
+  events.on_data_progress = [&dashboard](const data::CacheProgress& p) { dashboard.on_data_progress(p); };
   install_stop_handlers();
   auto summary = train::run_training(run, events, &g_stop_requested);
+  dashboard.finish(!summary ? "failed" : summary->interrupted ? "stopped" : "finished");
   if (!summary) return fail(summary.message());
   std::printf("%s after %lu steps (%lu tokens) in %s; last checkpoint %s\n",
               summary->interrupted ? "stopped" : "finished", (unsigned long)summary->steps,
@@ -136,6 +142,8 @@ void register_train(CLI::App& app, Action& action) {
   command->add_option("--set", args->overrides, "Override a config key: section.key=value (repeatable)");
   auto* resume_option = command->add_option("--resume", args->resume, "Continue the run in this folder from 'latest'");
   command->add_option("--init", args->init, "Start from these weights: an HF checkpoint folder or a GGUF");
+  command->add_flag("--plain", args->plain,
+                    "Plain log lines instead of the live panel (also when stderr is not a terminal or TERM=dumb)");
   command->add_option("--until-step", args->until_step,
                       "Stop (saving a checkpoint) after this step; the schedule still runs to train.max_steps");
   config_option->excludes(resume_option);

@@ -133,7 +133,8 @@ std::string bar_text(uint64_t done, uint64_t total, size_t width) {
 }
 
 std::string accelerator_text(const AcceleratorStats& stats) {
-  std::string text = printf_text("%s %.0f%%", stats.name.empty() ? "gpu" : stats.name.c_str(), stats.utilization_percent);
+  const char* name = stats.name.empty() ? "gpu" : stats.name.c_str();
+  std::string text = printf_text("%s %.0f%%", name, stats.utilization_percent);
   if (stats.memory_total_bytes) {
     text += " vram " + format_memory(stats.memory_used_bytes) + " / " + format_memory(stats.memory_total_bytes);
   }
@@ -298,7 +299,8 @@ void TrainDashboard::on_data_progress(const data::CacheProgress& progress) {
   std::lock_guard lock(mutex_);
   if (!options_.interactive || finished_) {
     if (progress.bytes_total == 0) return;
-    const auto decile = static_cast<int>(10 * std::min(progress.bytes_done, progress.bytes_total) / progress.bytes_total);
+    const uint64_t done = std::min(progress.bytes_done, progress.bytes_total);
+    const auto decile = static_cast<int>(10 * done / progress.bytes_total);
     if (decile <= data_progress_decile_) return;
     data_progress_decile_ = decile;
     write("tokenizing data: " + percent_text(progress.bytes_done, progress.bytes_total) + " (" +
@@ -388,7 +390,8 @@ std::vector<std::vector<TrainDashboard::Cell>> TrainDashboard::panel_cells(int w
     progress.push_back({epoch, nullptr});
     groups.push_back(std::move(progress));
 
-    std::vector<Cell> losses{{printf_text("loss %.4f", r.loss), nullptr}, {printf_text("avg %.4f", r.smoothed_loss), nullptr}};
+    std::vector<Cell> losses{{printf_text("loss %.4f", r.loss), nullptr},
+                             {printf_text("avg %.4f", r.smoothed_loss), nullptr}};
     losses.push_back({last_eval_ ? printf_text("val %.4f (ppl %.1f)", last_eval_->loss, last_eval_->perplexity)
                                  : std::string("val -"),
                       nullptr});
@@ -408,9 +411,10 @@ std::vector<std::vector<TrainDashboard::Cell>> TrainDashboard::panel_cells(int w
 
   std::vector<Cell> system;
   if (process_) {
-    system.push_back({printf_text("cpu %.0f%% (%u hw threads)", process_->cpu_percent, process_->hardware_threads), nullptr});
-    system.push_back({"rss " + format_memory(process_->rss_bytes) + " (peak " + format_memory(process_->peak_rss_bytes) + ")",
-                      nullptr});
+    const ProcessSample& p = *process_;
+    system.push_back({printf_text("cpu %.0f%% (%u hw threads)", p.cpu_percent, p.hardware_threads), nullptr});
+    const std::string peak = format_memory(p.peak_rss_bytes);
+    system.push_back({"rss " + format_memory(p.rss_bytes) + " (peak " + peak + ")", nullptr});
   }
   if (accelerator_) system.push_back({accelerator_text(*accelerator_), nullptr});
   if (!system.empty()) groups.push_back(std::move(system));

@@ -51,7 +51,9 @@ double process_cpu_seconds() {
   }
   struct rusage usage {};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
-  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6; };
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+  };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 

@@ -22,48 +22,44 @@ bool has_token(const TrainedTokenizer& tokenizer, const std::string& token) {
 }  // namespace
 
 std::string to_tokenizer_json(const TrainedTokenizer& tokenizer) {
-  ordered_json out;
-  out["version"] = "1.0";
-  out["truncation"] = nullptr;
-  out["padding"] = nullptr;
-  ordered_json added = ordered_json::array();
+  // Written by hand around the JSON values: nlohmann's ordered objects look keys up linearly,
+  // which is quadratic for a vocabulary of tens of thousands. One added token, vocabulary
+  // entry or merge per line.
+  auto str = [](const std::string& text) { return ordered_json(text).dump(); };
+  std::string out = "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [";
   for (size_t i = 0; i < tokenizer.special_tokens.size(); ++i) {
-    added.push_back({{"id", tokenizer.vocab.size() + i},
-                     {"content", tokenizer.special_tokens[i]},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", true}});
+    const ordered_json token = {{"id", tokenizer.vocab.size() + i},
+                                {"content", tokenizer.special_tokens[i]},
+                                {"single_word", false},
+                                {"lstrip", false},
+                                {"rstrip", false},
+                                {"normalized", false},
+                                {"special", true}};
+    out += (i ? ",\n    " : "\n    ") + token.dump();
   }
-  out["added_tokens"] = std::move(added);
-  out["normalizer"] = {{"type", "NFC"}};
-  ordered_json split = {{"type", "Split"},
-                        {"pattern", {{"Regex", kQwen2PretokenizerPattern}}},
-                        {"behavior", "Isolated"},
-                        {"invert", false}};
-  out["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", ordered_json::array({split, byte_level_step()})}};
-  out["post_processor"] = byte_level_step();
-  out["decoder"] = byte_level_step();
-  ordered_json model;
-  model["type"] = "BPE";
-  model["dropout"] = nullptr;
-  model["unk_token"] = nullptr;
-  model["continuing_subword_prefix"] = "";
-  model["end_of_word_suffix"] = "";
-  model["fuse_unk"] = false;
-  model["byte_fallback"] = false;
-  model["ignore_merges"] = false;
-  ordered_json vocab = ordered_json::object();
-  for (size_t id = 0; id < tokenizer.vocab.size(); ++id) vocab[tokenizer.vocab[id]] = id;
-  model["vocab"] = std::move(vocab);
-  ordered_json merges = ordered_json::array();
-  for (const auto& [left, right] : tokenizer.merges) {
-    merges.push_back(ordered_json::array({tokenizer.vocab[left], tokenizer.vocab[right]}));
+  out += tokenizer.special_tokens.empty() ? "],\n" : "\n  ],\n";
+  out += "  \"normalizer\": " + ordered_json{{"type", "NFC"}}.dump() + ",\n";
+  const ordered_json split = {{"type", "Split"},
+                              {"pattern", {{"Regex", kQwen2PretokenizerPattern}}},
+                              {"behavior", "Isolated"},
+                              {"invert", false}};
+  const ordered_json pre = {{"type", "Sequence"}, {"pretokenizers", ordered_json::array({split, byte_level_step()})}};
+  out += "  \"pre_tokenizer\": " + pre.dump() + ",\n";
+  out += "  \"post_processor\": " + byte_level_step().dump() + ",\n";
+  out += "  \"decoder\": " + byte_level_step().dump() + ",\n";
+  out += "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
+         "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n    \"fuse_unk\": false,\n"
+         "    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n    \"vocab\": {";
+  for (size_t id = 0; id < tokenizer.vocab.size(); ++id) {
+    out += (id ? ",\n      " : "\n      ") + str(tokenizer.vocab[id]) + ": " + std::to_string(id);
   }
-  model["merges"] = std::move(merges);
-  out["model"] = std::move(model);
-  return out.dump(2) + "\n";
+  out += "\n    },\n    \"merges\": [";
+  for (size_t i = 0; i < tokenizer.merges.size(); ++i) {
+    const auto& [left, right] = tokenizer.merges[i];
+    out += (i ? ",\n      [" : "\n      [") + str(tokenizer.vocab[left]) + ", " + str(tokenizer.vocab[right]) + "]";
+  }
+  out += tokenizer.merges.empty() ? "]\n  }\n}\n" : "\n    ]\n  }\n}\n";
+  return out;
 }
 
 std::string to_tokenizer_config_json(const TrainedTokenizer& tokenizer) {

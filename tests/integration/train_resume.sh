@@ -33,7 +33,7 @@ grep -q '"epoch": 1' "$work/straight/latest/trainer_state.json" ||
 
 "$kipp" train --config "$config" "${common[@]}" --set "run.dir=$work/stopped" --until-step 6 >"$work/stopped.log"
 grep -q "stopped after 6 steps" "$work/stopped.log" || { echo "FAIL: --until-step 6 did not stop at 6" >&2; exit 1; }
-"$kipp" train --resume "$work/stopped" >"$work/resumed.log"
+"$kipp" train --resume "$work/stopped" >"$work/resumed.log" 2>&1
 grep -q "resumed from .* at step 6" "$work/resumed.log" || { echo "FAIL: resume did not start at step 6" >&2; exit 1; }
 same "$work/straight" "$work/stopped"
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -720,6 +721,63 @@ TEST(Records, ParquetFilesAreCheckedByTheirColumns) {
   EXPECT_TRUE(has_substr(wrong.status.message(), "cannot be read as jsonl"));
 }
 
+// The DuckDB-written fixtures parquet_test.cpp reads (KIPP_PARQUET_FIXTURES; skipped unset).
+std::string parquet_fixture(const std::string& name) {
+  const char* folder = std::getenv("KIPP_PARQUET_FIXTURES");
+  return folder == nullptr || *folder == '\0' ? std::string() : std::string(folder) + "/" + name;
+}
+
+TEST(Records, ParquetFilesByTheirColumns) {
+  const std::string text = parquet_fixture("text_zstd_v2.parquet");
+  const std::string alpaca = parquet_fixture("alpaca.parquet");
+  if (text.empty()) GTEST_SKIP() << "KIPP_PARQUET_FIXTURES is not set";
+  ASSERT_TRUE(std::filesystem::is_regular_file(text) && std::filesystem::is_regular_file(alpaca));
+
+  // Auto: a "text" column is documents, instruction + output columns are Alpaca.
+  auto read = read_all({alpaca, text});
+  ASSERT_TRUE(read.status.ok()) << read.status.message();
+  size_t conversations = 0, documents = 0;
+  for (const Record& record : read.records) {
+    if (record.is_conversation()) {
+      EXPECT_EQ(record.origin.file, alpaca);
+      EXPECT_EQ(record.messages.front().role, "user");
+      EXPECT_EQ(record.messages.back().role, "assistant");
+      ++conversations;
+    } else {
+      EXPECT_EQ(record.origin.file, text);
+      ++documents;
+    }
+  }
+  EXPECT_GT(conversations, 0u);
+  EXPECT_GT(documents, 0u);
+  EXPECT_EQ(read.records.front().origin.line, 1u);
+  // Null texts are malformed rows, reported once with file and row.
+  EXPECT_GT(read.stats.malformed, 0u);
+  ASSERT_FALSE(read.reports.empty());
+  EXPECT_TRUE(has_substr(read.reports[0], text + ":"));
+  EXPECT_TRUE(has_substr(read.reports[0], ": column \"text\" is null"));
+  EXPECT_FALSE(has_substr(read.reports[0], "row ")) << "the row is named once";
+  EXPECT_EQ(read.stats.bytes, read.total_bytes);
+  EXPECT_EQ(read.stats.files, 2u);
+
+  DatasetOptions strict;
+  strict.strict = true;
+  auto failed = read_all({text}, strict);
+  ASSERT_FALSE(failed.status.ok());
+  EXPECT_TRUE(has_substr(failed.status.message(), text + ":"));
+
+  // A missing text column, or Alpaca without its columns: errors from open() listing the columns.
+  DatasetOptions body;
+  body.text_field = "body";
+  auto missing = read_all({text}, body);
+  ASSERT_FALSE(missing.status.ok());
+  EXPECT_TRUE(has_substr(missing.status.message(), text));
+  EXPECT_TRUE(has_substr(missing.status.message(), "\"id\", \"text\", \"category\""));
+  auto not_alpaca = read_one(text, DatasetFormat::Alpaca);
+  ASSERT_FALSE(not_alpaca.status.ok());
+  EXPECT_TRUE(has_substr(not_alpaca.status.message(), "\"instruction\" and \"output\""));
+}
+
 // ---- robustness ----
 
 TEST(Records, BinaryGarbageNeverCrashes) {
@@ -830,6 +888,36 @@ TEST(Records, MemoryStaysBoundedWhateverTheFileSize) {
   EXPECT_EQ(bytes, size);
   EXPECT_GE(pieces, 150u);
   EXPECT_EQ((*reader)->stats().bytes, size);
+  EXPECT_LT(after - std::min(after, before), uint64_t{64} << 10) << "peak RSS grew from " << before << " to " << after << " KiB";
+}
+
+TEST(Records, JsonArrayMemoryStaysBounded) {
+  testing::TempDir dir;
+  const std::string path = dir.file("big.json");
+  const std::string value(1 << 20, 'v');
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << "[\n";
+    for (int i = 0; i < 100; ++i) out << (i ? ",\n" : "") << "{\"text\": \"" << value << "\"}";
+    out << "\n]\n";
+  }
+  peak_rss_kib(true);
+  const uint64_t before = std::max(peak_rss_kib(false), current_rss_kib());
+  auto reader = RecordReader::open({path}, {});
+  ASSERT_TRUE(reader.ok()) << reader.message();
+  Record record;
+  uint64_t records = 0;
+  while (true) {
+    auto more = (*reader)->next(record);
+    ASSERT_TRUE(more.ok()) << more.message();
+    if (!*more) break;
+    ASSERT_EQ(record.text.size(), value.size());
+    EXPECT_EQ(record.origin.line, 2 + records);
+    ++records;
+  }
+  const uint64_t after = peak_rss_kib(false);
+  EXPECT_EQ(records, 100u);
+  EXPECT_EQ((*reader)->stats().malformed, 0u);
   EXPECT_LT(after - std::min(after, before), uint64_t{64} << 10) << "peak RSS grew from " << before << " to " << after << " KiB";
 }
 

@@ -86,14 +86,6 @@ function alpacaRows(count) {
   return rows;
 }
 
-// Many pages and row groups, each value ~100-300 bytes: the streaming check.
-function manyRows(count) {
-  const next = rng(7);
-  const rows = [];
-  for (let i = 0; i < count; ++i) rows.push({ text: `row ${i} ` + words(next, 15 + Math.floor(next() * 30)) });
-  return rows;
-}
-
 function writeJsonl(file, rows) {
   fs.writeFileSync(file, rows.map((row) => JSON.stringify(row)).join('\n') + '\n');
 }
@@ -140,12 +132,18 @@ await load('alpaca_rows', alpacaJsonl, { instruction: 'VARCHAR', input: 'VARCHAR
 await copy('SELECT * FROM alpaca_rows', 'alpaca.parquet', 'COMPRESSION zstd');
 written.push('alpaca.parquet');
 
-// 3. Streaming: many row groups and pages.
-const many = manyRows(30000);
-const manyJsonl = path.join(outDir, 'many.expected.jsonl');
-writeJsonl(manyJsonl, many);
-await load('many_rows', manyJsonl, { text: 'VARCHAR' });
-await copy('SELECT * FROM many_rows', 'many.parquet', 'COMPRESSION snappy, ROW_GROUP_SIZE 2048');
+// 3. Streaming: 100k rows in ~50 row groups, values from a formula the C++ test repeats
+//    (hex digits, so ZSTD leaves the file megabytes), every 1000th row null.
+const MANY_ROWS = 100000;
+await copy(`SELECT CASE WHEN i % 1000 = 999 THEN NULL
+                   ELSE printf('row %d %08x%08x%04x', i, (i * 2654435761) % 4294967296,
+                               (i * 40503 + 12345) % 4294967296, (i * 97 + 7) % 65536) END AS text
+            FROM range(${MANY_ROWS}) t(i) ORDER BY i`, 'many.parquet', 'COMPRESSION zstd, ROW_GROUP_SIZE 2048');
+fs.writeFileSync(path.join(outDir, 'many.expected.json'), JSON.stringify({
+  rows: MANY_ROWS,
+  text: "NULL when i % 1000 = 999, else printf('row %d %08x%08x%04x', i, (i * 2654435761) % 2^32, " +
+        '(i * 40503 + 12345) % 2^32, (i * 97 + 7) % 65536) for i = 0, 1, ...',
+}, null, 2) + '\n');
 written.push('many.parquet');
 
 // 4. Nested columns beside a flat one, and a BLOB column holding invalid UTF-8.

@@ -20,7 +20,12 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { die, nodeModules } from "../lib/goldens.mjs";
+import { nodeModules } from "../lib/goldens.mjs";
+
+function die(message) {
+  console.error(`encode: error: ${message}`);
+  process.exit(1);
+}
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const crossCheck = !process.argv.includes("--no-hf");

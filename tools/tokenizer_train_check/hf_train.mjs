@@ -15,7 +15,12 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { die, nodeModules } from "../lib/goldens.mjs";
+import { nodeModules } from "../lib/goldens.mjs";
+
+function die(message) {
+  console.error(`hf_train: error: ${message}`);
+  process.exit(1);
+}
 
 const args = process.argv.slice(2);
 if (args.length !== 2) die("usage: hf_train.mjs TOKENIZER_JSON TEXT_FILE");
@@ -42,6 +47,10 @@ const n = Math.min(a.length, b.length);
 for (let i = 0; i < n; ++i) {
   if (a[i] !== b[i]) die(`merge ${i} differs: kipp "${a[i]}", Hugging Face "${b[i]}"`);
 }
-if (a.length !== b.length) die(`kipp learned ${a.length} merges, Hugging Face ${b.length} (the first ${n} agree)`);
+// The default trainer stops at 30000 tokens (its alphabet + merges); Kipp may go on.
+const capped = Object.keys(theirs.model.vocab).length >= 30000;
+if (a.length !== b.length && !(capped && a.length > b.length)) {
+  die(`kipp learned ${a.length} merges, Hugging Face ${b.length} (the first ${n} agree)`);
+}
 if (n < 100) die(`only ${n} merges: too few to mean anything`);
-console.log(`hf_train: all ${n} merges agree with Hugging Face tokenizers' BpeTrainer`);
+console.log(`hf_train: ${capped ? "the first" : "all"} ${n} merges agree with Hugging Face tokenizers' BpeTrainer`);
