@@ -16,6 +16,7 @@ void register_convert(CLI::App& app, Action& action);
 void register_inspect(CLI::App& app, Action& action);
 void register_pull(CLI::App& app, Action& action);
 void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
+void register_tokenizer(CLI::App& app, Action& action);  // tokenizer train and tokenizer encode
 void register_logits(CLI::App& app, Action& action);
 void register_generate(CLI::App& app, Action& action);
 void register_render(CLI::App& app, Action& action);

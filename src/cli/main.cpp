@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   kipp::cli::register_convert(app, action);
   kipp::cli::register_inspect(app, action);
   kipp::cli::register_tokenize(app, action);
+  kipp::cli::register_tokenizer(app, action);
   kipp::cli::register_logits(app, action);
   kipp::cli::register_generate(app, action);
   kipp::cli::register_render(app, action);

@@ -86,7 +86,7 @@ class RecordReader {
 
 // One Parquet file's records (implemented in parquet_records.cpp over format/parquet.h):
 // `format` is Parquet (column `text_field`) or Alpaca (columns instruction, input, output).
-// Reports malformed rows through `report` and counts them in `stats`.
+// A malformed row comes back through next()'s `malformed`; RecordReader counts and reports it.
 class ParquetRecordSource {
  public:
   static Expected<std::unique_ptr<ParquetRecordSource>> open(const std::string& file, DatasetFormat format,

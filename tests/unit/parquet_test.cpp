@@ -77,6 +77,12 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
+void patch_byte(const std::string& path, size_t offset, uint8_t value) {
+  std::fstream file(path, std::ios::binary | std::ios::in | std::ios::out);
+  file.seekp(static_cast<std::streamoff>(offset));
+  file.put(static_cast<char>(value));
+}
+
 std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -196,13 +202,13 @@ TEST(ParquetFixtures, ManyRowGroupsStayWithinOnePageOfMemory) {
   }
   EXPECT_EQ(index, rows);
   const PageStats& stats = (*reader)->page_stats();
-  EXPECT_GE(stats.row_groups, 40u);
+  EXPECT_GE(stats.row_groups, 100u);
   EXPECT_GE(stats.data_pages_v1, stats.row_groups);
   // The reader held one page (compressed and decompressed) at a time, not the file.
   const size_t file_size = (*file)->mapping().size();
-  EXPECT_GT(file_size, 1u << 20);
+  EXPECT_GT(file_size, 3u << 20);
   EXPECT_GT((*reader)->peak_buffer_bytes(), 0u);
-  EXPECT_LT((*reader)->peak_buffer_bytes(), file_size / 8) << "peak " << (*reader)->peak_buffer_bytes();
+  EXPECT_LT((*reader)->peak_buffer_bytes(), file_size / 16) << "peak " << (*reader)->peak_buffer_bytes();
 }
 
 TEST(ParquetFixtures, NestedColumnsAreListedAndRefused) {
@@ -312,12 +318,12 @@ TEST(ParquetMalformed, FooterLengthBeyondTheFile) {
   EXPECT_NE(error.find("footer: its length 2147483647 exceeds the file"), std::string::npos) << error;
 }
 
-// Every byte of two small files flipped three ways, and every footer byte of a larger one:
+// Every byte of two small files flipped two ways, and every footer byte of a larger one:
 // each read ends in data or one error naming the file, never a crash (run it under ASan).
 TEST(ParquetMalformed, FlippedBytesNeverCrash) {
   REQUIRE_FIXTURE(nested, "nested.parquet");
   REQUIRE_FIXTURE(invalid, "invalid_utf8.parquet");
-  REQUIRE_FIXTURE(large, "text_zstd_v2.parquet");
+  REQUIRE_FIXTURE(large, "alpaca.parquet");
   const std::string path = temp_file("flipped.parquet");
   size_t errors = 0, footer_errors = 0, footer_flips = 0;
   for (const std::string& source : {nested, invalid, large}) {
@@ -327,13 +333,13 @@ TEST(ParquetMalformed, FlippedBytesNeverCrash) {
     ASSERT_LT(footer, bytes.size());
     const size_t footer_start = bytes.size() - 8 - footer;
     const bool small = bytes.size() < 4096;
+    write_bytes(path, bytes);  // then patched in place: rewriting whole files is slow on some disks
     for (size_t i = small ? 0 : footer_start; i < bytes.size(); ++i) {
-      for (const uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      for (const uint8_t mask : {uint8_t{0x01}, uint8_t{0xff}}) {
         if (!small && mask != 0xff) continue;
-        std::vector<uint8_t> flipped = bytes;
-        flipped[i] ^= mask;
-        write_bytes(path, flipped);
+        patch_byte(path, i, static_cast<uint8_t>(bytes[i] ^ mask));
         const bool failed = !read_everything(path).empty();
+        patch_byte(path, i, bytes[i]);
         errors += failed;
         if (i >= footer_start && i < bytes.size() - 8) {
           ++footer_flips;

@@ -132,9 +132,9 @@ await load('alpaca_rows', alpacaJsonl, { instruction: 'VARCHAR', input: 'VARCHAR
 await copy('SELECT * FROM alpaca_rows', 'alpaca.parquet', 'COMPRESSION zstd');
 written.push('alpaca.parquet');
 
-// 3. Streaming: 100k rows in ~50 row groups, values from a formula the C++ test repeats
+// 3. Streaming: 250k rows in ~120 row groups, values from a formula the C++ test repeats
 //    (hex digits, so ZSTD leaves the file megabytes), every 1000th row null.
-const MANY_ROWS = 100000;
+const MANY_ROWS = 250000;
 await copy(`SELECT CASE WHEN i % 1000 = 999 THEN NULL
                    ELSE printf('row %d %08x%08x%04x', i, (i * 2654435761) % 4294967296,
                                (i * 40503 + 12345) % 4294967296, (i * 97 + 7) % 65536) END AS text
