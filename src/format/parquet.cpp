@@ -293,8 +293,10 @@ Status decompress(int32_t codec, std::span<const uint8_t> in, size_t expected, s
       if (inflateInit2(&stream, 15 + 32) != Z_OK) return make_error(what + "cannot initialize zlib");
       stream.next_in = const_cast<Bytef*>(in.data());
       stream.avail_in = static_cast<uInt>(in.size());
+      // One byte of room beyond the expected size tells "more data than the header says" apart.
+      out.resize(expected + 1);
       stream.next_out = out.data();
-      stream.avail_out = static_cast<uInt>(expected);
+      stream.avail_out = static_cast<uInt>(out.size());
       int rc = Z_OK;
       while (true) {
         rc = inflate(&stream, Z_FINISH);
@@ -305,15 +307,14 @@ Status decompress(int32_t codec, std::span<const uint8_t> in, size_t expected, s
         }
         break;
       }
-      const size_t got = expected - stream.avail_out;
+      const size_t got = out.size() - stream.avail_out;
       const std::string message = stream.msg != nullptr ? stream.msg : "truncated or corrupt data";
       inflateEnd(&stream);
-      if (rc != Z_STREAM_END) {
-        return make_error(what + (rc == Z_BUF_ERROR && got == expected
-                                      ? "data holds more than the " + std::to_string(expected) +
-                                            " bytes the page header says"
-                                      : message));
+      if (got > expected) {
+        return make_error(what + "data holds more than the " + std::to_string(expected) +
+                          " bytes the page header says");
       }
+      if (rc != Z_STREAM_END) return make_error(what + message);
       if (got != expected) {
         return make_error(what + "data holds " + std::to_string(got) + " bytes, the page header says " +
                           std::to_string(expected));

@@ -67,7 +67,7 @@ class DataPipeline : public ::testing::Test {
 
 TEST_F(DataPipeline, TextDocumentsAreEncodedAndEndWithTheEndToken) {
   write_file(dir_.file("a.txt"), "first fortune\n%\nsecond one\nwith two lines\n%\n");
-  write_file(dir_.file("b.txt"), "third\n");
+  write_file(dir_.file("b.txt"), "third <|im_end|> is text here\n");
   CacheSource source;
   source.inputs = {dir_.file("a.txt"), dir_.file("b.txt")};
   source.dataset.format = DatasetFormat::Text;
@@ -76,12 +76,14 @@ TEST_F(DataPipeline, TextDocumentsAreEncodedAndEndWithTheEndToken) {
   ASSERT_TRUE(cache.ok()) << cache.message();
   EXPECT_TRUE(cache->built_now());
   std::vector<uint32_t> expected;
-  for (const char* document : {"first fortune\n", "second one\nwith two lines\n", "third\n"}) {
+  for (const char* document : {"first fortune\n", "second one\nwith two lines\n", "third <|im_end|> is text here\n"}) {
     const std::vector<uint32_t> ids = encode(document);
     expected.insert(expected.end(), ids.begin(), ids.end());
     expected.push_back(tokenizer_->eos_id);
   }
   EXPECT_EQ(all_tokens(*cache), expected);  // every token carries loss: no kNoLossBit
+  // Documents are untrusted text: control-token text stays text.
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), kipp::testing::kMiniImEnd), 0);
   EXPECT_EQ(cache->stats().documents, 3u);
   EXPECT_EQ(cache->stats().tokens, expected.size());
   EXPECT_EQ(cache->stats().counted, expected.size());

@@ -1,5 +1,4 @@
-// The training corpus: the run's tokenizer from tokenizer.json, text and raw-token readers,
-// windows with a validation split, and the per-epoch shuffle.
+// The run's tokenizer from tokenizer.json.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,19 +34,6 @@ TEST(TokenCorpus, TokenizerFromTokenizerJson) {
   EXPECT_EQ(tokenizer->eos_id, testing::kMiniEndOfText);       // no <eos>: <|endoftext|>
   EXPECT_EQ(tokenizer->bos_id, testing::kMiniEndOfText);
   EXPECT_FALSE(tokenizer->tokenizer_config_json.empty());      // the neighbouring file was read
-
-  // Each file is one document followed by the end token, special-token text kept as text.
-  const std::string text = "hello <|im_end|> world";
-  write_bytes(dir.file("a.txt"), text);
-  auto tokens = read_text_corpus({dir.file("a.txt"), dir.file("a.txt")}, *tokenizer, nullptr);
-  ASSERT_TRUE(tokens.ok()) << tokens.message();
-  ASSERT_EQ(std::count(tokens->begin(), tokens->end(), testing::kMiniEndOfText), 2);
-  EXPECT_EQ(tokens->back(), testing::kMiniEndOfText);
-  EXPECT_EQ(std::count(tokens->begin(), tokens->end(), testing::kMiniImEnd), 0);
-  const std::vector<uint32_t> first(tokens->begin(), tokens->begin() + long(tokens->size() / 2 - 1));
-  auto decoded = tokenizer->tokenizer.decode(first);
-  ASSERT_TRUE(decoded.ok());
-  EXPECT_EQ(*decoded, text);
 }
 
 TEST(TokenCorpus, TokenizerWithoutEndTokenIsAnError) {
