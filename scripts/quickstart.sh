@@ -4,12 +4,12 @@
 # cookies of Debian's `fortunes` package for a few minutes (live dashboard), exports GGUF and
 # prints samples next to the final validation loss and the unigram baseline.
 #
-# Usage: scripts/quickstart.sh [--steps N]   (default 400 steps, about 5 minutes on 2 cores)
+# Usage: scripts/quickstart.sh [--steps N]   (default 900 steps, about 7 minutes on 2 cores)
 # Output in runs/quickstart/ (KIPP_QUICKSTART_DIR): tokenizer.json, run/ (checkpoints, logs,
 # loss.svg) and fortunes.gguf. A second run starts over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-steps=400
+steps=900
 case "${1:-}" in
   --steps) steps="${2:?--steps takes a number}" ;;
   -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;

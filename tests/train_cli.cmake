@@ -77,3 +77,11 @@ add_test(NAME train_average_checkpoints
          COMMAND sh -c "rm -rf ${KIPP_TRAIN_WORK}/avg && $<TARGET_FILE:kipp> average $(ls -d ${KIPP_TRAIN_WORK}/run/checkpoints/step-* | tail -2) -o ${KIPP_TRAIN_WORK}/avg && $<TARGET_FILE:kipp> convert ${KIPP_TRAIN_WORK}/avg -o ${KIPP_TRAIN_WORK}/avg.gguf && echo 'exit 0'")
 set_tests_properties(train_average_checkpoints PROPERTIES FIXTURES_REQUIRED train_run TIMEOUT 300
                      PASS_REGULAR_EXPRESSION "averaged 2 checkpoints.*provenance local.*exit 0")
+
+# The data side: SFT on conversations with assistant-only loss, data preview, malformed records,
+# kipp eval on the checkpoint and its GGUF (cache reused), CSV input.
+add_test(NAME train_data_cli
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_data_cli.sh $<TARGET_FILE:kipp> ${KIPP_TRAIN_INPUTS}
+                 ${KIPP_TRAIN_WORK}/run/latest ${KIPP_TRAIN_WORK}/run.gguf ${KIPP_TRAIN_WORK}/data)
+set_tests_properties(train_data_cli PROPERTIES FIXTURES_REQUIRED "train_run;train_gguf;train_corpus" TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "PASS")

@@ -125,9 +125,11 @@ int run_train(const TrainArgs& args) {
                 std::exp(summary->best_val_loss));
   }
   if (std::isfinite(summary->last_val_loss) && std::isfinite(summary->unigram_baseline)) {
-    std::printf("final validation loss %.4f vs unigram baseline %.4f (%.2f nats per token better than counting "
-                "tokens)\n", summary->last_val_loss, summary->unigram_baseline,
-                summary->unigram_baseline - summary->last_val_loss);
+    const double gain = summary->unigram_baseline - summary->last_val_loss;
+    std::printf("final validation loss %.4f vs unigram baseline %.4f (%s)\n", summary->last_val_loss,
+                summary->unigram_baseline,
+                gain > 0 ? (std::to_string(gain).substr(0, 4) + " nats per token below it: the model uses context").c_str()
+                         : "not below it yet: the model has learnt no more than token frequencies");
   }
   return 0;
 }

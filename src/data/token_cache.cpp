@@ -240,26 +240,65 @@ Status build_from_records(const CacheSource& source, std::vector<std::string> fi
   return {};
 }
 
+// llm.c's token files start with a 256 x int32 header: magic 20240520, version (1: uint16 ids,
+// 2: uint32 ids), token count. nanoGPT's .bin files are bare ids.
+constexpr int32_t kLlmcMagic = 20240520;
+constexpr uint64_t kLlmcHeaderBytes = 1024;
+
+struct RawTokenFile {
+  uint64_t skip = 0;   // header bytes
+  uint64_t bytes = 0;  // id bytes after the header
+};
+
+Expected<RawTokenFile> inspect_raw_token_file(const std::string& file, size_t width) {
+  KIPP_ASSIGN_OR_RETURN(uint64_t size, file_size(file));
+  RawTokenFile out{0, size};
+  if (size >= kLlmcHeaderBytes) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> stream(std::fopen(file.c_str(), "rb"), &std::fclose);
+    if (!stream) return make_error(file + ": " + std::strerror(errno));
+    int32_t header[3] = {};
+    if (std::fread(header, sizeof header, 1, stream.get()) != 1) return make_error(file + ": read error");
+    if (header[0] == kLlmcMagic) {
+      const size_t header_width = header[1] == 1 ? 2 : header[1] == 2 ? 4 : 0;
+      if (header_width == 0) return make_error(file + ": llm.c token file of unknown version " + std::to_string(header[1]));
+      if (header_width != width) {
+        return make_error(file + ": an llm.c version " + std::to_string(header[1]) + " file holds " +
+                          (header_width == 2 ? "uint16" : "uint32") + " ids; set data.token_dtype to match");
+      }
+      out = {kLlmcHeaderBytes, size - kLlmcHeaderBytes};
+      if (header[2] < 0 || uint64_t(header[2]) * width != out.bytes) {
+        return make_error(file + ": the llm.c header counts " + std::to_string(header[2]) + " tokens but the file holds " +
+                          std::to_string(out.bytes / width));
+      }
+    }
+  }
+  if (out.bytes % width != 0) {
+    return make_error(file + ": " + std::to_string(out.bytes) + " bytes is not a whole number of " +
+                      std::to_string(width) + "-byte token ids");
+  }
+  return out;
+}
+
 Status build_from_raw_tokens(const CacheSource& source, const std::vector<std::string>& files,
                              const TrainingTokenizer& tokenizer, const CacheEvents& events, ShardWriter& out,
                              CacheStats& stats) {
   const size_t width = source.raw_type == TokenFileType::U32 ? 4 : 2;
   uint64_t total_bytes = 0;
+  std::vector<RawTokenFile> layouts;
   for (const std::string& file : files) {
-    KIPP_ASSIGN_OR_RETURN(uint64_t size, file_size(file));
-    if (size % width != 0) {
-      return make_error(file + ": " + std::to_string(size) + " bytes is not a whole number of " +
-                        std::to_string(width) + "-byte token ids");
-    }
-    total_bytes += size;
+    KIPP_ASSIGN_OR_RETURN(RawTokenFile layout, inspect_raw_token_file(file, width));
+    layouts.push_back(layout);
+    total_bytes += layout.bytes;
   }
   ProgressTicker ticker(events);
   std::vector<uint8_t> block(size_t(1) << 22);
   std::vector<uint32_t> ids;
   uint64_t done = 0;
-  for (const std::string& file : files) {
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::string& file = files[f];
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> stream(std::fopen(file.c_str(), "rb"), &std::fclose);
     if (!stream) return make_error(file + ": " + std::strerror(errno));
+    if (std::fseek(stream.get(), long(layouts[f].skip), SEEK_SET) != 0) return make_error(file + ": seek error");
     uint64_t position = 0;
     while (size_t got = std::fread(block.data(), 1, block.size(), stream.get())) {
       ids.resize(got / width);

@@ -25,8 +25,9 @@ struct CacheSource {
   std::vector<std::string> inputs;  // files, globs or folders
   DatasetOptions dataset;
   RecordTokenOptions tokens;
-  // Raw little-endian token files (nanoGPT/llm.c .bin) instead of records: concatenated as they
-  // are, every id must be below the tokenizer's vocabulary.
+  // Raw little-endian token files instead of records: nanoGPT's bare ids, or llm.c's files with
+  // their 1024-byte header (recognised by its magic, checked against raw_type and the size).
+  // Concatenated as they are; every id must be below the tokenizer's vocabulary.
   bool raw_tokens = false;
   TokenFileType raw_type = TokenFileType::U16;
   // Documents mixed at once before packing (a seeded shuffle buffer); 0 or 1 keeps file order.

@@ -191,6 +191,32 @@ TEST_F(DataPipeline, RawTokenFiles) {
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(has_substr(refused.message(), "60000")) << refused.message();
 
+  // llm.c: a 256 x int32 header (magic 20240520, version 1 = uint16, count) before the ids.
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = 1;
+  header[2] = int32_t(ids.size());
+  const std::string header_bytes(reinterpret_cast<const char*>(header.data()), 1024);
+  write_file(dir_.file("llmc.bin"), header_bytes + std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
+  source.inputs = {dir_.file("llmc.bin")};
+  auto llmc = cache_of(source);
+  ASSERT_TRUE(llmc.ok()) << llmc.message();
+  EXPECT_EQ(all_tokens(*llmc), std::vector<uint32_t>(ids.begin(), ids.end()));
+  header[2] = 99;
+  write_file(dir_.file("llmc-bad.bin"),
+             std::string(reinterpret_cast<const char*>(header.data()), 1024) +
+                 std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
+  source.inputs = {dir_.file("llmc-bad.bin")};
+  refused = cache_of(source);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(has_substr(refused.message(), "counts 99 tokens")) << refused.message();
+  source.raw_type = TokenFileType::U32;
+  source.inputs = {dir_.file("llmc.bin")};
+  refused = cache_of(source);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(has_substr(refused.message(), "data.token_dtype")) << refused.message();
+  source.raw_type = TokenFileType::U16;
+
   write_file(dir_.file("odd.bin"), "abc");
   source.inputs = {dir_.file("odd.bin")};
   refused = cache_of(source);
