@@ -37,15 +37,18 @@ if "$kipp" data preview "$work/bad.jsonl" -t "$tokenizer" --strict > /dev/null 2
 fi
 grep -q "bad.jsonl:2:" "$work/strict.err" || fail "--strict error does not name the line: $(cat "$work/strict.err")"
 
-# 4. kipp eval: the checkpoint and its BF16 GGUF agree within 1%; the second run reuses the cache.
+# 4. kipp eval: the checkpoint and its BF16 GGUF agree within 1%; a repeated run reuses the cache
+# (the cache is keyed by the tokenizer's file, so the GGUF, which embeds it, has its own).
 eval_loss() {  # MODEL DATA [OPTION...]
   "$kipp" eval -m "$1" --data "$2" --seq-len 32 --max-windows 40 --cache-dir "$work/cache" "${@:3}" 2> "$work/eval.err" |
     sed -nE 's/^loss ([0-9.]+) .*/\1/p'
 }
 a=$(eval_loss "$trained" "$corpus")
 grep -q "^tokenized" "$work/eval.err" || fail "the first eval did not tokenize"
-b=$(eval_loss "$gguf" "$corpus")
+again=$(eval_loss "$trained" "$corpus")
 grep -q "^tokenized" "$work/eval.err" && fail "the second eval tokenized again instead of using the cache"
+[[ "$again" == "$a" ]] || fail "the same eval gave $a, then $again"
+b=$(eval_loss "$gguf" "$corpus")
 awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d < 0.01 * a) }' ||
   fail "eval loss on the checkpoint ($a) and on the GGUF ($b) differ"
 echo "eval: checkpoint $a, GGUF $b"
