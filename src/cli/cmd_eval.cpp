@@ -80,7 +80,9 @@ Examples:
   command->add_option("--text-field", args->text_field, "JSONL key / CSV or Parquet column")->capture_default_str();
   command->add_option("--separator", args->separator, "Text files: a line equal to this ends a document");
   command->add_option("--chat-format", args->chat_format, "How conversations are rendered")->capture_default_str();
-  command->add_option("--token-dtype", args->token_dtype, "tokens format: uint16 or uint32")->capture_default_str();
+  command->add_option("--token-dtype", args->token_dtype, "tokens format: uint16 or uint32")
+      ->check(CLI::IsMember({"uint16", "uint32"}))
+      ->capture_default_str();
   command->add_option("--seq-len", args->seq_len, "Tokens per window")->capture_default_str();
   command->add_option("--batch", args->batch, "Windows per forward pass")->capture_default_str();
   command->add_option("--max-windows", args->max_windows, "Evaluate at most this many windows (0: all)");

@@ -12,8 +12,8 @@
 
 #include "cli/commands.h"
 #include "cli/input_files.h"
-#include "convert/hf_tokenizer.h"
 #include "core/files.h"
+#include "data/training_tokenizer.h"
 #include "pull/progress.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/tokenizer.h"
@@ -174,30 +174,6 @@ int run_train(const TrainArgs& args) {
   return 0;
 }
 
-// A tokenizer.json (and the tokenizer_config.json beside it, when present) as the native
-// tokenizer. Ids run to the highest one used; <bos>/<eos> only matter to a GGUF.
-Expected<Tokenizer> load_tokenizer_json(const std::string& path) {
-  HfTokenizerFiles files;
-  KIPP_ASSIGN_OR_RETURN(files.tokenizer_json, read_text_file(path));
-  const std::string config = config_path_beside(path);
-  if (file_exists(config)) {
-    KIPP_ASSIGN_OR_RETURN(files.tokenizer_config_json, read_text_file(config));
-  }
-  const auto json = nlohmann::json::parse(files.tokenizer_json, nullptr, false);
-  if (json.is_discarded() || !json.is_object()) return make_error(path + ": not a JSON object");
-  uint64_t highest = 0;
-  try {
-    for (const auto& item : json.at("model").at("vocab").items()) highest = std::max(highest, item.value().get<uint64_t>());
-    for (const auto& token : json.at("added_tokens")) highest = std::max(highest, token.at("id").get<uint64_t>());
-  } catch (const std::exception& error) {
-    return make_error(path + ": " + error.what());
-  }
-  if (highest >= (uint64_t{1} << 31)) return make_error(path + ": token ids beyond 2^31");
-  auto metadata = import_hf_tokenizer(files, static_cast<uint32_t>(highest + 1), 0, 0);
-  if (!metadata.ok()) return make_error(path + ": " + metadata.message());
-  return with_context(Tokenizer::create(*metadata), path);
-}
-
 struct EncodeArgs {
   std::string tokenizer;
   std::optional<std::string> text, file, jsonl;
@@ -214,8 +190,9 @@ int run_encode(const EncodeArgs& args) {
   if (int(args.text.has_value()) + int(args.file.has_value()) + int(args.jsonl.has_value()) != 1) {
     return fail("give exactly one of --text, --file and --jsonl");
   }
-  auto tokenizer = load_tokenizer_json(args.tokenizer);
-  if (!tokenizer.ok()) return fail(tokenizer.message());
+  auto loaded = data::load_tokenizer_json(args.tokenizer);
+  if (!loaded.ok()) return fail(loaded.message());
+  const Tokenizer* tokenizer = &loaded->tokenizer;
   const SpecialTokens special = args.no_special ? SpecialTokens::PlainText : SpecialTokens::Parse;
   if (!args.jsonl) {
     std::string text;

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <memory>
 
+#include "cli/escape.h"
+
 namespace kipp::cli {
 namespace {
 
@@ -57,26 +59,8 @@ std::string terminal_safe(std::string_view text) {
   return safe;
 }
 
-// One log line for any text: a C-style quoted literal (\n, \t, \", \\, \xNN for control bytes).
-std::string quoted(std::string_view text) {
-  std::string result = "\"";
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '\n': result += "\\n"; break;
-      case '\t': result += "\\t"; break;
-      case '"': result += "\\\""; break;
-      case '\\': result += "\\\\"; break;
-      default:
-        if (byte < 0x20 || byte == 0x7f) {
-          result += printf_text("\\x%02x", byte);
-        } else {
-          result += c;
-        }
-    }
-  }
-  return result + "\"";
-}
+// One log line for any text: quoted, with control bytes escaped (\n, \t, \xNN).
+std::string quoted(std::string_view text) { return "\"" + escape_text(std::string(text)) + "\""; }
 
 // Hard-wraps every line of `text` at `columns` columns (escape sequences kept whole), so the
 // terminal never wraps a line itself.

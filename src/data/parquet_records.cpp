@@ -37,7 +37,7 @@ class ParquetSource final : public ParquetRecordSource {
     record.origin.file = file_;
     record.origin.line = row;
     for (size_t i = 0; i < values_.size(); ++i) {
-      const auto prefix = [&] { return "row " + std::to_string(row) + ": column \"" + columns_[i] + "\""; };
+      const auto prefix = [&] { return "column \"" + columns_[i] + "\""; };
       if (!values_[i]) {
         if (format_ == DatasetFormat::Alpaca && i >= 2) continue;  // optional input / system
         malformed = prefix() + " is null";

@@ -9,7 +9,7 @@
 
 #include "core/status.h"
 #include "data/records.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "runtime/chat_template.h"
 
 namespace kipp::data {

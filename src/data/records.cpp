@@ -150,10 +150,6 @@ class ParquetAdapter final : public RecordSource {
     record.origin = {};
     KIPP_ASSIGN_OR_RETURN(bool more, source_->next(record, malformed));
     if (record.origin.file.empty()) record.origin.file = path_;
-    // The reader prefixes the origin ("file:row") itself.
-    for (const std::string& prefix : {record.origin.to_string() + ": ", "row " + std::to_string(record.origin.line) + ": "}) {
-      if (malformed.starts_with(prefix)) malformed.erase(0, prefix.size());
-    }
     return more;
   }
 

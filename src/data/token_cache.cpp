@@ -1,5 +1,6 @@
 #include "data/token_cache.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -44,6 +45,7 @@ class KeyHash {
     XXH3_64bits_update(state_.get(), text.data(), text.size());
   }
   void add(uint64_t value) { XXH3_64bits_update(state_.get(), &value, sizeof value); }
+  void add_bytes(const void* data, size_t size) { XXH3_64bits_update(state_.get(), data, size); }
   std::string hex() {
     char out[17];
     std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(XXH3_64bits_digest(state_.get())));
@@ -61,7 +63,7 @@ Expected<std::string> cache_key(const CacheSource& source, const std::vector<std
                                 const TrainingTokenizer& tokenizer) {
   KeyHash hash;
   hash.add(uint64_t(kCacheVersion));
-  hash.add(tokenizer.tokenizer_json);
+  hash.add(tokenizer.fingerprint);
   hash.add(uint64_t(tokenizer.eos_id));
   hash.add(dataset_format_name(source.dataset.format));
   hash.add(source.dataset.text_field);
@@ -87,6 +89,7 @@ class ShardWriter {
   explicit ShardWriter(std::string dir) : dir_(std::move(dir)) {}
 
   Status append(const uint32_t* tokens, size_t count) {
+    content_.add_bytes(tokens, count * sizeof(uint32_t));
     while (count > 0) {
       if (!file_ || in_shard_ == kShardTokens) KIPP_RETURN_IF_ERROR(next_shard());
       const size_t take = std::min<size_t>(count, kShardTokens - in_shard_);
@@ -110,6 +113,7 @@ class ShardWriter {
 
   uint64_t total() const { return total_; }
   const std::vector<uint64_t>& shard_counts() const { return counts_; }
+  std::string content_hash() { return content_.hex(); }
 
  private:
   Status next_shard() {
@@ -121,6 +125,7 @@ class ShardWriter {
   }
 
   std::string dir_;
+  KeyHash content_;
   std::unique_ptr<AtomicFile> file_;
   uint64_t in_shard_ = 0, total_ = 0;
   std::vector<uint64_t> counts_;
@@ -189,8 +194,22 @@ Status build_from_records(const CacheSource& source, std::vector<std::string> fi
   ProgressTicker ticker(events);
   std::vector<uint32_t> document;
   bool streaming_document = false;  // a long document already partly written past the buffer
+  // A finished document goes through the shuffle buffer, or straight on after its head.
+  auto end_document = [&]() -> Status {
+    if (streaming_document) {
+      KIPP_RETURN_IF_ERROR(out.append(document.data(), document.size()));
+      document.clear();
+    } else if (!document.empty()) {
+      KIPP_RETURN_IF_ERROR(shuffle.add(std::move(document)));
+      document = {};
+    }
+    streaming_document = false;
+    ++stats.documents;
+    return {};
+  };
   Record record;
   while (true) {
+    if (events.should_stop && events.should_stop()) return make_error("stopped while tokenizing the data; nothing was cached");
     KIPP_ASSIGN_OR_RETURN(bool more, reader->next(record));
     if (!more) break;
     auto tokens = tokenize_record(record, tokenizer, source.tokens);
@@ -199,6 +218,11 @@ Status build_from_records(const CacheSource& source, std::vector<std::string> fi
       if (source.dataset.strict) return make_error(what);
       ++stats.malformed;
       message(what);
+      // The document this piece belonged to ends here, so the next one does not run on from it.
+      if (!document.empty() || streaming_document) {
+        document.push_back(tokenizer.eos_id);
+        KIPP_RETURN_IF_ERROR(end_document());
+      }
       continue;
     }
     if (record.is_conversation() && !tokens->any_counted()) {
@@ -214,23 +238,10 @@ Status build_from_records(const CacheSource& source, std::vector<std::string> fi
       document.clear();
       streaming_document = true;
     }
-    if (record.ends_document) {
-      ++stats.documents;
-      if (streaming_document) {
-        KIPP_RETURN_IF_ERROR(out.append(document.data(), document.size()));
-        document.clear();
-      } else {
-        KIPP_RETURN_IF_ERROR(shuffle.add(std::move(document)));
-        document = {};
-      }
-      streaming_document = false;
-    }
+    if (record.ends_document) KIPP_RETURN_IF_ERROR(end_document());
     ticker.tick({reader->stats().bytes, reader->total_bytes(), out.total()});
   }
-  if (!document.empty()) {
-    ++stats.documents;
-    KIPP_RETURN_IF_ERROR(shuffle.add(std::move(document)));
-  }
+  if (!document.empty() || streaming_document) KIPP_RETURN_IF_ERROR(end_document());
   KIPP_RETURN_IF_ERROR(shuffle.drain());
   stats.records = reader->stats().records;
   stats.malformed += reader->stats().malformed;
@@ -301,6 +312,7 @@ Status build_from_raw_tokens(const CacheSource& source, const std::vector<std::s
     if (std::fseek(stream.get(), long(layouts[f].skip), SEEK_SET) != 0) return make_error(file + ": seek error");
     uint64_t position = 0;
     while (size_t got = std::fread(block.data(), 1, block.size(), stream.get())) {
+      if (events.should_stop && events.should_stop()) return make_error("stopped while reading the token files; nothing was cached");
       ids.resize(got / width);
       for (size_t i = 0; i < ids.size(); ++i) {
         uint32_t id = 0;
@@ -331,6 +343,21 @@ nlohmann::json stats_json(const CacheStats& stats) {
           {"counted", stats.counted},       {"input_bytes", stats.input_bytes}};
 }
 
+// Builds killed before they finished (a second Ctrl-C, kill -9) leave KEY.tmp-PID folders whose
+// process is gone; they are never completed, so they are removed.
+void remove_abandoned_builds(const std::string& cache_root) {
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(cache_root, error)) {
+    const std::string name = entry.path().filename().string();
+    const size_t at = name.rfind(".tmp-");
+    if (at == std::string::npos) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + at + 5, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == ::getpid()) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), error);
+  }
+}
+
 }  // namespace
 
 std::string default_cache_root() {
@@ -345,11 +372,20 @@ Expected<TokenCache> TokenCache::open_or_build(const std::string& cache_root, co
   KIPP_ASSIGN_OR_RETURN(std::vector<std::string> files, expand_inputs(source.inputs));
   KIPP_ASSIGN_OR_RETURN(std::string key, cache_key(source, files, tokenizer));
   const std::string dir = join_path(cache_root, key);
-  if (file_exists(join_path(dir, "index.json"))) return open_dir(dir);
+  if (file_exists(join_path(dir, "index.json"))) {
+    KIPP_ASSIGN_OR_RETURN(TokenCache cache, open_dir(dir));
+    // The cache was built leniently: strict mode must still see the malformed records.
+    if (source.dataset.strict && cache.stats().malformed > 0) {
+      return make_error(std::to_string(cache.stats().malformed) + " malformed records were skipped when " + dir +
+                        " was built; strict mode refuses them (fix the data, or delete the cache to see them again)");
+    }
+    return cache;
+  }
 
   std::error_code error;
   fs::create_directories(cache_root, error);
   if (error) return make_error("cannot create the dataset cache folder " + cache_root + ": " + error.message());
+  remove_abandoned_builds(cache_root);
   const std::string temp = dir + ".tmp-" + std::to_string(::getpid());
   fs::remove_all(temp, error);
   fs::create_directories(temp, error);
@@ -377,7 +413,8 @@ Expected<TokenCache> TokenCache::open_or_build(const std::string& cache_root, co
                       std::to_string(stats.malformed) + " malformed, " + std::to_string(stats.all_masked) +
                       " conversations without an assistant turn)");
   }
-  nlohmann::json index = {{"version", kCacheVersion}, {"files", files}, {"stats", stats_json(stats)}};
+  nlohmann::json index = {{"version", kCacheVersion}, {"files", files}, {"stats", stats_json(stats)},
+                          {"content_hash", out.content_hash()}};
   nlohmann::json shards = nlohmann::json::array();
   for (size_t i = 0; i < out.shard_counts().size(); ++i) {
     shards.push_back({{"file", shard_name(i)}, {"tokens", out.shard_counts()[i]}});
@@ -409,12 +446,14 @@ Expected<TokenCache> TokenCache::open_dir(const std::string& dir) {
   auto corrupt = [&](const std::string& what) {
     return make_error(index_path + ": " + what + "; delete " + dir + " to rebuild the cache");
   };
-  if (!index.is_object() || index.value("version", 0) != kCacheVersion || !index.contains("shards") ||
-      !index["shards"].is_array() || !index.contains("stats") || !index["stats"].is_object()) {
+  if (!index.is_object() || !index.contains("version") || index["version"] != kCacheVersion ||
+      !index.contains("shards") || !index["shards"].is_array() || !index.contains("stats") || !index["stats"].is_object() ||
+      !index.contains("content_hash") || !index["content_hash"].is_string()) {
     return corrupt("not a version " + std::to_string(kCacheVersion) + " dataset cache index");
   }
   TokenCache cache;
   cache.dir_ = dir;
+  cache.content_hash_ = index["content_hash"].get<std::string>();
   try {
     const nlohmann::json& stats = index["stats"];
     cache.stats_ = {stats.at("files").get<uint64_t>(),      stats.at("records").get<uint64_t>(),

@@ -14,7 +14,7 @@
 #include "core/status.h"
 #include "data/record_tokens.h"
 #include "data/records.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 
 namespace kipp::data {
 
@@ -55,6 +55,7 @@ struct CacheProgress {
 struct CacheEvents {
   std::function<void(const CacheProgress&)> on_progress;  // about twice a second while building
   std::function<void(const std::string&)> on_message;     // malformed records, "cache built"
+  std::function<bool()> should_stop;                      // polled while building: true abandons it
 };
 
 class TokenCache {
@@ -68,12 +69,15 @@ class TokenCache {
   void read(uint64_t begin, uint64_t count, uint32_t* out) const;
   const CacheStats& stats() const { return stats_; }
   const std::string& dir() const { return dir_; }
+  // XXH3 of the stored tokens: identifies the data itself, whatever the files' names or times.
+  const std::string& content_hash() const { return content_hash_; }
   bool built_now() const { return built_now_; }
 
  private:
   static Expected<TokenCache> open_dir(const std::string& dir);
 
   std::string dir_;
+  std::string content_hash_;
   std::vector<MappedFile> shards_;
   std::vector<uint64_t> shard_starts_;  // first token of each shard, then the total
   uint64_t size_ = 0;

@@ -16,6 +16,8 @@ namespace kipp::parquet {
 using thrift::CompactReader;
 using thrift::CompactType;
 using thrift::FieldHeader;
+using thrift::read_uleb128;
+using thrift::unzigzag;
 
 namespace {
 
@@ -69,18 +71,6 @@ uint64_t extract_bits(const uint8_t* data, uint64_t offset, int width) {
   return value;
 }
 
-// An unsigned LEB128 varint of at most 64 bits from [p, end); false when truncated or too long.
-bool read_uleb(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
-  value = 0;
-  for (int shift = 0; shift < 64 && p < end; shift += 7) {
-    const uint8_t byte = *p++;
-    value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) return shift < 63 || byte <= 1;
-  }
-  return false;
-}
-
-int64_t unzigzag(uint64_t n) { return static_cast<int64_t>(n >> 1) ^ -static_cast<int64_t>(n & 1); }
 
 // ---- The RLE / bit-packed hybrid (definition levels, dictionary indices) ----------------------
 
@@ -97,7 +87,7 @@ class RleDecoder {
   bool next(uint32_t& value, std::string& error) {
     while (rle_left_ == 0 && packed_left_ == 0) {
       uint64_t header = 0;
-      if (p_ >= end_ || !read_uleb(p_, end_, header) || header > std::numeric_limits<uint32_t>::max()) {
+      if (p_ >= end_ || !read_uleb128(p_, end_, header) || header > std::numeric_limits<uint32_t>::max()) {
         error = "RLE/bit-packed data ends before the page's values (or has a bad run header)";
         return false;
       }
@@ -160,8 +150,8 @@ class DeltaDecoder {
     p_ = p;
     end_ = end;
     uint64_t block_size = 0, miniblocks = 0, total = 0, first = 0;
-    if (!read_uleb(p_, end_, block_size) || !read_uleb(p_, end_, miniblocks) || !read_uleb(p_, end_, total) ||
-        !read_uleb(p_, end_, first)) {
+    if (!read_uleb128(p_, end_, block_size) || !read_uleb128(p_, end_, miniblocks) || !read_uleb128(p_, end_, total) ||
+        !read_uleb128(p_, end_, first)) {
       error = "DELTA_BINARY_PACKED header is truncated";
       return false;
     }
@@ -222,7 +212,7 @@ class DeltaDecoder {
   bool start_miniblock(std::string& error) {
     if (miniblock_index_ == miniblocks_) {
       uint64_t min_delta = 0;
-      if (!read_uleb(p_, end_, min_delta) || static_cast<uint64_t>(end_ - p_) < miniblocks_) {
+      if (!read_uleb128(p_, end_, min_delta) || static_cast<uint64_t>(end_ - p_) < miniblocks_) {
         error = "DELTA_BINARY_PACKED block header is truncated";
         return false;
       }

@@ -7,7 +7,6 @@ namespace kipp::thrift {
 
 namespace {
 
-int64_t unzigzag(uint64_t n) { return static_cast<int64_t>(n >> 1) ^ -static_cast<int64_t>(n & 1); }
 
 const char* type_name(CompactType type) {
   switch (type) {
@@ -53,19 +52,34 @@ uint8_t CompactReader::read_u8() {
   return bytes_[pos_++];
 }
 
-uint64_t CompactReader::read_varint() {
-  uint64_t value = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (!take(1)) return 0;
-    const uint8_t byte = bytes_[pos_++];
+int64_t unzigzag(uint64_t n) { return static_cast<int64_t>(n >> 1) ^ -static_cast<int64_t>(n & 1); }
+
+bool read_uleb128(const uint8_t*& p, const uint8_t* end, uint64_t& value) {
+  value = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const uint8_t byte = *p++;
     value |= static_cast<uint64_t>(byte & 0x7f) << shift;
-    if ((byte & 0x80) == 0) {
-      if (shift == 63 && byte > 1) break;  // more than 64 bits
-      return value;
-    }
+    if ((byte & 0x80) == 0) return shift < 63 || byte <= 1;
   }
-  fail("varint longer than 64 bits at byte " + std::to_string(pos_));
-  return 0;
+  return false;
+}
+
+uint64_t CompactReader::read_varint() {
+  if (!ok()) return 0;
+  const uint8_t* p = bytes_.data() + pos_;
+  const uint8_t* end = bytes_.data() + bytes_.size();
+  uint64_t value = 0;
+  if (!read_uleb128(p, end, value)) {
+    if (p == end) {
+      pos_ = bytes_.size();
+      take(1);  // reports the end of the data
+    } else {
+      fail("varint longer than 64 bits at byte " + std::to_string(pos_));
+    }
+    return 0;
+  }
+  pos_ = size_t(p - bytes_.data());
+  return value;
 }
 
 void CompactReader::begin_struct() {

@@ -45,6 +45,12 @@ struct ListHeader {
   uint32_t size = 0;  // never more than the bytes left (every element takes at least one)
 };
 
+// Zigzag-encoded signed integer (the compact protocol's and Parquet's DELTA encodings').
+int64_t unzigzag(uint64_t n);
+// An unsigned LEB128 varint of at most 64 bits from [p, end), advancing p; false when truncated
+// or longer than 64 bits.
+bool read_uleb128(const uint8_t*& p, const uint8_t* end, uint64_t& value);
+
 class CompactReader {
  public:
   // Nesting deeper than this (structs, lists, maps) is an error, so hostile input cannot

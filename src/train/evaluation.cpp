@@ -14,24 +14,12 @@
 #include "train/training_model.h"
 
 namespace kipp::train {
-namespace {
-
-Expected<data::TrainingTokenizer> gguf_tokenizer(const Model& model) {
-  KIPP_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::create(model.tokenizer()));
-  data::TrainingTokenizer out{std::move(tokenizer), "", "", 0, model.tokenizer().bos_token_id,
-                              model.tokenizer().eos_token_id};
-  out.vocab_size = out.tokenizer.vocab_size();
-  return out;
-}
-
-}  // namespace
-
 Expected<data::TrainingTokenizer> load_tokenizer_of(const std::string& path) {
   if (path.ends_with(".gguf")) {
     LoadOptions options;
     options.verify_content_hash = false;
     KIPP_ASSIGN_OR_RETURN(Model model, Model::open(path, options));
-    return gguf_tokenizer(model);
+    return data::tokenizer_from_metadata(model.tokenizer());
   }
   if (path.ends_with(".json")) return data::load_training_tokenizer(path);
   return data::load_training_tokenizer(join_path(path, "tokenizer.json"));
@@ -40,7 +28,7 @@ Expected<data::TrainingTokenizer> load_tokenizer_of(const std::string& path) {
 Expected<EvalModel> load_eval_model(const std::string& path) {
   if (path.ends_with(".gguf")) {
     KIPP_ASSIGN_OR_RETURN(Model model, Model::open(path));
-    KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, gguf_tokenizer(model));
+    KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, data::tokenizer_from_metadata(model.tokenizer()));
     EvalModel out{ParameterLayout(model.config()), {}, std::move(tokenizer)};
     out.params.resize(out.layout.total());
     KIPP_RETURN_IF_ERROR(load_parameters(out.layout, path, out.params));
@@ -56,6 +44,27 @@ Expected<EvalModel> load_eval_model(const std::string& path) {
   out.params.resize(out.layout.total());
   KIPP_RETURN_IF_ERROR(load_parameters(out.layout, path, out.params));
   return out;
+}
+
+Expected<LossSums> evaluate_windows(TrainingModel& model, std::span<const float> params, uint64_t count, uint32_t batch,
+                                    uint32_t seq_len, const WindowFill& fill,
+                                    const std::function<void(uint64_t done, uint64_t total)>& progress) {
+  std::vector<int32_t> inputs(size_t(batch) * seq_len), targets(inputs.size());
+  LossSums total;
+  for (uint64_t first = 0; first < count; first += batch) {
+    const uint32_t rows = uint32_t(std::min<uint64_t>(batch, count - first));
+    for (uint32_t r = 0; r < rows; ++r) fill(first + r, inputs.data() + size_t(r) * seq_len, targets.data() + size_t(r) * seq_len);
+    TokenBatch tokens;
+    tokens.inputs = std::span<const int32_t>(inputs).first(size_t(rows) * seq_len);
+    tokens.targets = std::span<const int32_t>(targets).first(size_t(rows) * seq_len);
+    tokens.batch = rows;
+    tokens.seq_len = seq_len;
+    KIPP_ASSIGN_OR_RETURN(LossSums sums, model.evaluate(params, tokens));
+    total.loss_sum += sums.loss_sum;
+    total.counted += sums.counted;
+    if (progress) progress(first + rows, count);
+  }
+  return total;
 }
 
 Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options, const EvalEvents& events) {
@@ -74,8 +83,8 @@ Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options
   openblas_set_num_threads(threads);
 
   KIPP_ASSIGN_OR_RETURN(data::CacheSource source, cache_source(options.data, options.data.train));
-  const std::string root = options.data.cache_dir.empty() ? data::default_cache_root() : options.data.cache_dir;
-  KIPP_ASSIGN_OR_RETURN(data::TokenCache cache, data::TokenCache::open_or_build(root, source, model.tokenizer, events.cache));
+  KIPP_ASSIGN_OR_RETURN(data::TokenCache cache, data::TokenCache::open_or_build(cache_root(options.data), source,
+                                                                                 model.tokenizer, events.cache));
   EvalResult result;
   result.data = cache.stats();
   KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, data::PackedDataset::create(std::move(cache), std::nullopt,
@@ -86,24 +95,11 @@ Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options
   model_options.max_batch = options.batch;
   model_options.seq_len = options.seq_len;
   KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> forward, TrainingModel::create(model.layout, model_options));
-  std::vector<int32_t> inputs(size_t(options.batch) * options.seq_len), targets(inputs.size());
-  double loss_sum = 0;
-  for (uint64_t first = 0; first < windows; first += options.batch) {
-    const uint32_t rows = uint32_t(std::min<uint64_t>(options.batch, windows - first));
-    for (uint32_t r = 0; r < rows; ++r) {
-      dataset.fill_train(first + r, inputs.data() + size_t(r) * options.seq_len,
-                         targets.data() + size_t(r) * options.seq_len);
-    }
-    TokenBatch batch;
-    batch.inputs = std::span<const int32_t>(inputs).first(size_t(rows) * options.seq_len);
-    batch.targets = std::span<const int32_t>(targets).first(size_t(rows) * options.seq_len);
-    batch.batch = rows;
-    batch.seq_len = options.seq_len;
-    KIPP_ASSIGN_OR_RETURN(LossSums sums, forward->evaluate(model.params, batch));
-    loss_sum += sums.loss_sum;
-    result.counted += sums.counted;
-    if (events.on_progress) events.on_progress(first + rows, windows);
-  }
+  auto fill = [&](uint64_t index, int32_t* inputs, int32_t* targets) { dataset.fill_train(index, inputs, targets); };
+  KIPP_ASSIGN_OR_RETURN(LossSums sums, evaluate_windows(*forward, model.params, windows, options.batch, options.seq_len,
+                                                        fill, events.on_progress));
+  result.counted = sums.counted;
+  const double loss_sum = sums.loss_sum;
   if (result.counted == 0) return make_error("no target in the data carries loss");
   result.windows = windows;
   result.loss = loss_sum / double(result.counted);

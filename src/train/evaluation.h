@@ -5,14 +5,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "data/token_cache.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "train/parameters.h"
 #include "train/train_config.h"
+#include "train/training_model.h"
 
 namespace kipp::train {
 
@@ -48,6 +50,13 @@ struct EvalEvents {
   data::CacheEvents cache;
   std::function<void(uint64_t done, uint64_t total)> on_progress;  // windows
 };
+
+// The loss summed over windows [0, count), `batch` at a time: fill(index, inputs, targets)
+// writes window `index`'s seq_len inputs and targets. Shared by validation during training.
+using WindowFill = std::function<void(uint64_t index, int32_t* inputs, int32_t* targets)>;
+Expected<LossSums> evaluate_windows(TrainingModel& model, std::span<const float> params, uint64_t count, uint32_t batch,
+                                    uint32_t seq_len, const WindowFill& fill,
+                                    const std::function<void(uint64_t done, uint64_t total)>& progress = {});
 
 Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options, const EvalEvents& events);
 

@@ -32,7 +32,8 @@ Expected<std::string> generate_sample(TrainingModel& model, std::span<const floa
     KIPP_RETURN_IF_ERROR(model.logits(params, ids, 1, uint32_t(ids.size()), logits));
     const std::span<const float> last(logits.data() + (ids.size() - 1) * model_vocab, vocab);
     KIPP_ASSIGN_OR_RETURN(SampledToken token, sampler.sample(last));
-    if (token.id == tokenizer.eos_id) break;
+    // The end token, or a control token such as a chat format's end of turn.
+    if (token.id == tokenizer.eos_id || tokenizer.tokenizer.is_special_token(token.id)) break;
     generated.push_back(token.id);
     ids.push_back(int32_t(token.id));
   }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "train/training_model.h"
 
 namespace kipp::train {
@@ -21,7 +21,7 @@ struct SampleOptions {
   uint64_t seed = 0;
 };
 
-// The prompt's continuation (text only), stopping at the end token.
+// The prompt's continuation (text only), stopping at the end token or any control token.
 Expected<std::string> generate_sample(TrainingModel& model, std::span<const float> params,
                                       const data::TrainingTokenizer& tokenizer, const std::string& prompt,
                                       const SampleOptions& options);

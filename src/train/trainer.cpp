@@ -15,9 +15,10 @@
 #include "core/files.h"
 #include "core/random.h"
 #include "data/packed_dataset.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/lr_schedule.h"
 #include "train/loss_plot.h"
 #include "train/parameters.h"
@@ -38,9 +39,8 @@ static_assert(data::kNoTarget == kIgnoreTarget);
 // that seed plus what gives the saved data position its meaning (the cached data and the window
 // geometry); resume refuses a run where any of them differ.
 std::string rng_state_text(uint64_t data_seed, const data::PackedDataset& dataset) {
-  const std::string cache = dataset.train_cache().dir();
   return "window_order seed=" + std::to_string(data_seed) + " train_windows=" + std::to_string(dataset.train_count()) +
-         " seq_len=" + std::to_string(dataset.seq_len()) + " data=" + cache.substr(cache.find_last_of('/') + 1);
+         " seq_len=" + std::to_string(dataset.seq_len()) + " tokens=" + dataset.train_cache().content_hash();
 }
 
 void tell(const TrainEvents& events, const std::string& message) {
@@ -238,25 +238,15 @@ class Loop {
   // Mean loss over the first eval.batches micro-batches of validation windows (a fixed set, so
   // evaluations are comparable across steps).
   Expected<bool> evaluate() {
-    const uint32_t seq = config_.train.seq_len;
     const uint64_t windows = std::min<uint64_t>(dataset_.validation_count(),
                                                 uint64_t(config_.eval.batches) * config_.train.micro_batch);
-    double loss_sum = 0;
-    uint64_t counted = 0;
-    for (uint64_t first = 0; first < windows; first += config_.train.micro_batch) {
-      const uint32_t rows = uint32_t(std::min<uint64_t>(config_.train.micro_batch, windows - first));
-      for (uint32_t r = 0; r < rows; ++r) {
-        dataset_.fill_validation(first + r, inputs_.data() + size_t(r) * seq, targets_.data() + size_t(r) * seq);
-      }
-      TokenBatch batch;
-      batch.inputs = std::span<const int32_t>(inputs_).first(size_t(rows) * seq);
-      batch.targets = std::span<const int32_t>(targets_).first(size_t(rows) * seq);
-      batch.batch = rows;
-      batch.seq_len = seq;
-      KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->evaluate(params_, batch));
-      loss_sum += sums.loss_sum;
-      counted += sums.counted;
-    }
+    auto fill = [&](uint64_t index, int32_t* inputs, int32_t* targets) {
+      dataset_.fill_validation(index, inputs, targets);
+    };
+    KIPP_ASSIGN_OR_RETURN(LossSums sums, evaluate_windows(*model_, params_, windows, config_.train.micro_batch,
+                                                          config_.train.seq_len, fill));
+    const double loss_sum = sums.loss_sum;
+    const uint64_t counted = sums.counted;
     const double loss = counted ? loss_sum / double(counted) : std::numeric_limits<double>::quiet_NaN();
     const bool is_best = std::isfinite(loss) && loss < state_.best_val_loss;
     state_.last_val_loss = loss;
@@ -376,6 +366,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   data::CacheEvents cache_events;
   cache_events.on_message = events.on_message;
   cache_events.on_progress = events.on_data_progress;
+  cache_events.should_stop = [stop] { return stop && stop->load(); };
   KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, load_training_data(resolved, tokenizer, cache_events));
   const data::CacheStats& stats = dataset.train_cache().stats();
   tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
@@ -423,6 +414,10 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   RunLogOptions log_options;
   log_options.resume_step = resume_step;
   KIPP_ASSIGN_OR_RETURN(RunLog log, RunLog::open(config.run_dir, log_options));
+  // The line the validation loss must get below, beside it in TensorBoard and the plot's data.
+  if (!run.resume && std::isfinite(unigram_baseline)) {
+    KIPP_RETURN_IF_ERROR(log.record_scalar(0, "val/unigram_baseline", unigram_baseline));
+  }
   Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), unigram_baseline,
             log);
   if (run.resume) {

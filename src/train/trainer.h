@@ -69,10 +69,10 @@ struct TrainSummary {
   uint64_t tokens_seen = 0;
   double final_loss = std::numeric_limits<double>::quiet_NaN();  // last step run by this call
   double best_val_loss = 0;        // infinity when no validation ran
-  double last_val_loss = 0;        // NaN when no validation ran
+  double last_val_loss = std::numeric_limits<double>::quiet_NaN();  // NaN when no validation ran
   // Validation loss of a context-free unigram model of the training data (what the model must
   // beat to have learnt anything); NaN without validation data.
-  double unigram_baseline = 0;
+  double unigram_baseline = std::numeric_limits<double>::quiet_NaN();
   std::string last_checkpoint;     // folder
   bool interrupted = false;        // stopped by the stop flag or until_step
   double elapsed_seconds = 0;

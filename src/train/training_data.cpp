@@ -19,9 +19,13 @@ Expected<data::CacheSource> cache_source(const DataSection& data, const std::vec
   return source;
 }
 
+std::string cache_root(const DataSection& data) {
+  return data.cache_dir.empty() ? data::default_cache_root() : data.cache_dir;
+}
+
 Expected<data::PackedDataset> load_training_data(const TrainConfig& config, const data::TrainingTokenizer& tokenizer,
                                                  const data::CacheEvents& events) {
-  const std::string root = config.data.cache_dir.empty() ? data::default_cache_root() : config.data.cache_dir;
+  const std::string root = cache_root(config.data);
   auto open = [&](const std::vector<std::string>& inputs, const char* what) -> Expected<data::TokenCache> {
     KIPP_ASSIGN_OR_RETURN(data::CacheSource source, cache_source(config.data, inputs));
     auto cache = data::TokenCache::open_or_build(root, source, tokenizer, events);

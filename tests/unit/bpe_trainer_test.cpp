@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "tokenizer/bpe_trainer.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"

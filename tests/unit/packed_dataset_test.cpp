@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "convert/hf_tokenizer.h"
 #include "data/packed_dataset.h"
 #include "data/record_tokens.h"
 #include "data/token_cache.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "unit/gguf_blueprint.h"
 #include "unit/mini_checkpoint.h"
 #include "unit/test_assertions.h"
@@ -117,18 +118,71 @@ TEST_F(DataPipeline, CacheIsReusedAndRebuiltWhenAnInputChanges) {
   EXPECT_NE(other->dir(), changed->dir());
 }
 
+TEST_F(DataPipeline, ContentHashNamesTheTokensNotTheFiles) {
+  write_file(dir_.file("a.txt"), "the same words\n");
+  write_file(dir_.file("b.txt"), "the same words\n");
+  CacheSource source;
+  source.inputs = {dir_.file("a.txt")};
+  auto a = cache_of(source);
+  source.inputs = {dir_.file("b.txt")};
+  auto b = cache_of(source);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->dir(), b->dir());  // another file: another cache
+  EXPECT_EQ(a->content_hash(), b->content_hash());
+  write_file(dir_.file("b.txt"), "other words here\n");
+  auto changed = cache_of(source);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_NE(changed->content_hash(), a->content_hash());
+}
+
+TEST_F(DataPipeline, StrictModeRefusesACacheBuiltWithSkippedRecords) {
+  write_file(dir_.file("d.jsonl"), "{\"text\": \"good\"}\n{\"text\": 5}\n");
+  CacheSource source;
+  source.inputs = {dir_.file("d.jsonl")};
+  std::vector<std::string> messages;
+  CacheEvents events;
+  events.on_message = [&](const std::string& line) { messages.push_back(line); };
+  auto lenient = cache_of(source, events);
+  ASSERT_TRUE(lenient.ok()) << lenient.message();
+  EXPECT_EQ(lenient->stats().malformed, 1u);
+  ASSERT_FALSE(messages.empty());
+  EXPECT_TRUE(has_substr(messages[0], "d.jsonl:2")) << messages[0];
+  source.dataset.strict = true;
+  auto strict = cache_of(source);
+  ASSERT_FALSE(strict.ok());
+  EXPECT_TRUE(has_substr(strict.message(), "strict")) << strict.message();
+}
+
+// The cache is keyed by what encoding depends on: a GGUF's vocabulary and merges.
+TEST_F(DataPipeline, GgufTokenizersAreFingerprintedByVocabularyAndMerges) {
+  HfTokenizerFiles files{tokenizer_->tokenizer_json, tokenizer_->tokenizer_config_json};
+  auto metadata = import_hf_tokenizer(files, tokenizer_->vocab_size, tokenizer_->bos_id, tokenizer_->eos_id);
+  ASSERT_TRUE(metadata.ok()) << metadata.message();
+  ASSERT_FALSE(metadata->merges.empty());
+  TokenizerMetadata fewer_merges = *metadata;
+  fewer_merges.merges.pop_back();
+  auto first = tokenizer_from_metadata(*metadata);
+  auto again = tokenizer_from_metadata(*metadata);
+  auto second = tokenizer_from_metadata(fewer_merges);
+  ASSERT_TRUE(first.ok() && again.ok() && second.ok());
+  EXPECT_EQ(first->fingerprint, again->fingerprint);
+  EXPECT_NE(first->fingerprint, second->fingerprint);
+  EXPECT_EQ(first->eos_id, tokenizer_->eos_id);
+  EXPECT_TRUE(has_substr(tokenizer_->fingerprint, tokenizer_->tokenizer_json));
+}
+
 TEST_F(DataPipeline, CorruptCacheIndexIsAClearError) {
   write_file(dir_.file("a.txt"), "text\n");
   CacheSource source;
   source.inputs = {dir_.file("a.txt")};
   auto cache = cache_of(source);
   ASSERT_TRUE(cache.ok());
-  write_file(cache->dir() + "/index.json", "{\"version\": 1, \"shards\": 7}");
+  write_file(cache->dir() + "/index.json", "{\"version\": \"one\", \"shards\": 7}");
   auto broken = cache_of(source);
   ASSERT_FALSE(broken.ok());
   EXPECT_TRUE(has_substr(broken.message(), "delete")) << broken.message();
   write_file(cache->dir() + "/index.json",
-             R"({"version": 1, "stats": {"files": 1, "records": 1, "malformed": 0, "all_masked": 0, "documents": 1,
+             R"({"version": 1, "content_hash": "x", "stats": {"files": 1, "records": 1, "malformed": 0, "all_masked": 0, "documents": 1,
                  "tokens": 999, "counted": 999, "input_bytes": 5}, "shards": [{"file": "tokens-00000.bin", "tokens": 999}]})");
   broken = cache_of(source);
   ASSERT_FALSE(broken.ok());

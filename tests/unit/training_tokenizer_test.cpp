@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
-#include "data/token_corpus.h"
+#include "data/training_tokenizer.h"
 #include "unit/gguf_blueprint.h"
 #include "unit/mini_checkpoint.h"
 #include "unit/test_assertions.h"
