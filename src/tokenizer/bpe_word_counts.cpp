@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 #include "core/thread_pool.h"
@@ -79,14 +80,35 @@ std::string hex_byte(uint8_t byte) {
   return text;
 }
 
+// Unicode White_Space beyond ASCII: U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029,
+// U+202F, U+205F, U+3000.
+bool is_non_ascii_white_space(uint32_t c) {
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+         c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// The code point of the (valid) UTF-8 sequence at the start of `bytes`, or nothing.
+std::optional<uint32_t> leading_code_point(std::string_view bytes) {
+  bool needs_more = false;
+  const size_t length = utf8::valid_sequence_length(bytes, &needs_more);
+  if (length < 2) return std::nullopt;
+  const auto byte = [&](size_t i) { return uint32_t(static_cast<uint8_t>(bytes[i])); };
+  uint32_t c = byte(0) & (0xFFu >> (length + 1));
+  for (size_t i = 1; i < length; ++i) c = (c << 6) | (byte(i) & 0x3F);
+  return c;
+}
+
 // A point where the text may be cut without changing its pre-tokens: right after "\n" and
-// before a printable ASCII character. No alternative of the Qwen2 pattern matches a line
-// break followed by anything but more whitespace, and "\n" (a starter that composes with
-// nothing) blocks NFC from looking across it. Special tokens hold no line break.
+// before a character that is not white space. No alternative of the Qwen2 pattern matches a
+// line break followed by anything but more whitespace, and "\n" (a starter that composes with
+// nothing) blocks NFC from looking across it. Special tokens hold no line break. Letters of any
+// script qualify, so text in any language splits into blocks for the counting threads.
 bool is_cut_point(std::string_view text, size_t at) {
   if (at == 0 || at >= text.size() || text[at - 1] != '\n') return false;
   const auto next = static_cast<uint8_t>(text[at]);
-  return next >= 0x21 && next <= 0x7E;
+  if (next < 0x80) return next >= 0x21 && next <= 0x7E;
+  const std::optional<uint32_t> c = leading_code_point(text.substr(at, 4));
+  return c && !is_non_ascii_white_space(*c);
 }
 
 // The first cut point at or after `from`, or npos.

@@ -233,7 +233,8 @@ TEST(BpeWordCounts, ThreadsAndBlocksDoNotChangeTheCounts) {
   std::string text;
   std::mt19937 rng(7);
   const std::vector<std::string> parts{"the ", "cat", "\n", "\n\n", "  ", "\t", "It's ", "42", "naïve ", "日本語",
-                                       "<eos>", "x\n", " \n y", "🙂", "e\xCC\x81", "\r\n", "!!", "\n)", "\n\xCC\x81"};
+                                       "<eos>", "x\n", " \n y", "🙂", "e\xCC\x81", "\r\n", "!!", "\n)", "\n\xCC\x81",
+                                       "\nпривет ", "\n\xE3\x80\x80x", "\n\xC2\xA0", "\n日"};
   for (int i = 0; i < 4000; ++i) text += parts[rng() % parts.size()];
   write_bytes(dir.file("a.txt"), text);
   const std::string prefix = text.substr(0, text.find("\nx", 1000) + 1);  // whole characters
