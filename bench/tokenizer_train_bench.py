@@ -5,7 +5,7 @@ vocabulary learned from a ~100 MB text corpus built from what a Debian machine s
 bench/results/tokenizer-train.json with the machine, the command and the corpus hash.
 
 Usage: bench/tokenizer_train_bench.py --kipp build/release/kipp [--corpus PATH] [--size-mb 100]
-           [--vocab-size 32000] [--threads 0] [--repeats 1] [--out bench/results/tokenizer-train.json]
+           [--vocab-size 32000] [--threads 0] [--repeats 5] [--out bench/results/tokenizer-train.json]
 The corpus is built at PATH (default /tmp/kipp-bpe-corpus-<size>mb.txt) unless it exists.
 """
 import argparse
@@ -87,7 +87,7 @@ def main():
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--vocab-size", type=int, default=32000)
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", default="bench/results/tokenizer-train.json")
     args = parser.parse_args()
     size = args.size_mb * 1000 * 1000
@@ -98,11 +98,13 @@ def main():
     digest = hashlib.sha256(open(corpus, "rb").read()).hexdigest()
     with tempfile.TemporaryDirectory() as scratch:
         runs = [run(args.kipp, corpus, args.vocab_size, args.threads, scratch) for _ in range(args.repeats)]
-    best = min(runs, key=lambda r: r["seconds"])
+    ordered = sorted(runs, key=lambda r: r["seconds"])
+    median = ordered[len(ordered) // 2]
     result = {
         "benchmark": "kipp tokenizer train (byte-level BPE, Qwen2 pre-tokenizer)",
         "command": " ".join(["bench/tokenizer_train_bench.py", "--kipp", args.kipp, "--size-mb", str(args.size_mb),
-                             "--vocab-size", str(args.vocab_size), "--threads", str(args.threads)]),
+                             "--vocab-size", str(args.vocab_size), "--threads", str(args.threads),
+                             "--repeats", str(args.repeats)]),
         "machine": machine_facts(),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "corpus": {"bytes": os.path.getsize(corpus), "sha256": digest,
@@ -110,12 +112,14 @@ def main():
         "vocab_size": args.vocab_size,
         "threads": args.threads or os.cpu_count(),
         "runs": runs,
-        "best": best,
+        "median": median,
+        "min_seconds": ordered[0]["seconds"],
+        "max_seconds": ordered[-1]["seconds"],
     }
     with open(args.out, "w") as out:
         json.dump(result, out, indent=2)
         out.write("\n")
-    print(json.dumps(best, indent=2))
+    print(json.dumps(median, indent=2))
 
 
 if __name__ == "__main__":
