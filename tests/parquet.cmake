@@ -2,8 +2,8 @@
 # writer made: the fixture step runs tools/parquet_fixtures/make_fixtures.mjs (DuckDB through the
 # pinned @duckdb/node-api, fetched into the cache by fetch_deps.sh on first use) into the build
 # folder; then the unit binary's Parquet tests run with KIPP_PARQUET_FIXTURES pointing there.
-# gtest_discover_tests also lists those tests one by one without the variable, where the ones that
-# need fixtures skip; this entry is the one that must pass (a missing fixture file fails it).
+# tests/CMakeLists.txt keeps those tests out of the one-by-one list, so this entry is where they
+# run (a missing fixture file fails it).
 set(KIPP_PARQUET_FIXTURES_DIR ${CMAKE_BINARY_DIR}/parquet-fixtures)
 
 add_test(NAME parquet_fixtures
