@@ -62,11 +62,15 @@ std::string terminal_safe(std::string_view text) {
 // One log line for any text: quoted, with control bytes escaped (\n, \t, \xNN).
 std::string quoted(std::string_view text) { return "\"" + escape_text(std::string(text)) + "\""; }
 
-// Hard-wraps every line of `text` at `columns` columns (escape sequences kept whole), so the
-// terminal never wraps a line itself.
-std::string wrap_to_width(std::string_view text, size_t columns) {
+enum class Overflow { Wrap, Cut };
+
+// Every line of `text` within `columns` visible columns (escape sequences kept whole and not
+// counted), so the terminal never wraps a line itself: the excess goes onto new lines, or is
+// cut off (its escape sequences, such as a style reset, still kept).
+std::string limit_width(std::string_view text, size_t columns, Overflow overflow) {
   std::string result;
   size_t used = 0;
+  bool cutting = false;
   for (size_t i = 0; i < text.size();) {
     if (text[i] == '\x1b') {
       const size_t length = escape_length(text, i);
@@ -76,14 +80,19 @@ std::string wrap_to_width(std::string_view text, size_t columns) {
     }
     if (text[i] == '\n') {
       used = 0;
+      cutting = false;
     } else if (!is_continuation_byte(text[i])) {
       if (used == columns) {
-        result += '\n';
-        used = 0;
+        if (overflow == Overflow::Wrap) {
+          result += '\n';
+          used = 0;
+        } else {
+          cutting = true;
+        }
       }
       ++used;
     }
-    result += text[i];
+    if (!cutting) result += text[i];
     ++i;
   }
   return result;
@@ -161,6 +170,8 @@ std::string format_memory(uint64_t bytes) {
   return printf_text("%llu B", static_cast<unsigned long long>(bytes));
 }
 
+std::string fit_to_width(std::string_view text, size_t columns) { return limit_width(text, columns, Overflow::Cut); }
+
 size_t display_width(std::string_view text) {
   size_t columns = 0;
   for (size_t i = 0; i < text.size();) {
@@ -174,35 +185,6 @@ size_t display_width(std::string_view text) {
   return columns;
 }
 
-std::string fit_to_width(std::string_view text, size_t columns) {
-  std::string result;
-  size_t used = 0;
-  for (size_t i = 0; i < text.size();) {
-    if (text[i] == '\x1b') {
-      const size_t length = escape_length(text, i);
-      result.append(text.substr(i, length));
-      i += length;
-      continue;
-    }
-    if (!is_continuation_byte(text[i])) {
-      if (used == columns) {
-        // Drop the rest of the visible text but keep its escape sequences (a style reset).
-        for (size_t j = i; j < text.size(); ++j) {
-          if (text[j] == '\x1b') {
-            const size_t length = escape_length(text, j);
-            result.append(text.substr(j, length));
-            j += length - 1;
-          }
-        }
-        return result;
-      }
-      ++used;
-    }
-    result += text[i];
-    ++i;
-  }
-  return result;
-}
 
 TerminalMode detect_terminal(std::FILE* stream, bool force_plain) {
   TerminalMode mode;
@@ -465,7 +447,7 @@ void TrainDashboard::redraw(const std::string& lines_above) {
 
 void TrainDashboard::print_above(const std::string& text) {
   if (options_.interactive && !finished_) {
-    redraw(wrap_to_width(text, static_cast<size_t>(std::max(terminal_width(), kMinimumWidth) - 1)));
+    redraw(limit_width(text, static_cast<size_t>(std::max(terminal_width(), kMinimumWidth) - 1), Overflow::Wrap));
   } else {
     write(text);
   }

@@ -14,24 +14,42 @@ using nlohmann::json;
 // parsed tree costs tens of bytes per value, so a 64 MiB line of "1,1,1,..." must not be built.
 constexpr size_t kMaxJsonValues = size_t{1} << 20;
 
+// Follows JSON text byte by byte to tell bytes inside strings (where brackets and commas mean
+// nothing) from structural ones.
+class JsonStringTracker {
+ public:
+  // True when `c` lies outside every string and is not a quote opening or closing one.
+  bool structural(char c) {
+    if (in_string_) {
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      return false;
+    }
+    if (c == '"') {
+      in_string_ = true;
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  bool in_string_ = false, escape_ = false;
+};
+
 // What makes `text` unsafe to hand to the parser (nesting over kMaxJsonDepth, too many values),
 // or empty. String- and escape-aware, one pass.
 std::string json_shape_problem(std::string_view text) {
   int depth = 0;
   size_t values = 0;
-  bool in_string = false, escape = false;
+  JsonStringTracker strings;
   for (const char c : text) {
-    if (in_string) {
-      if (escape) {
-        escape = false;
-      } else if (c == '\\') {
-        escape = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
+    if (!strings.structural(c)) continue;
+    if (c == '{' || c == '[') {
       if (++depth > kMaxJsonDepth) return "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels";
     } else if (c == '}' || c == ']') {
       if (depth > 0) --depth;
@@ -119,7 +137,8 @@ class JsonTextStream {
   Expected<bool> scan_element(std::string& text, std::string& malformed) {
     text.clear();
     int depth = 0;
-    bool in_string = false, escape = false, too_long = false;
+    JsonStringTracker strings;
+    bool too_long = false;
     while (true) {
       KIPP_ASSIGN_OR_RETURN(std::string_view bytes, stream_.available());
       if (bytes.empty()) {
@@ -131,17 +150,8 @@ class JsonTextStream {
       bool ended = false;
       for (; i < bytes.size(); ++i) {
         const char c = bytes[i];
-        if (in_string) {
-          if (escape) {
-            escape = false;
-          } else if (c == '\\') {
-            escape = true;
-          } else if (c == '"') {
-            in_string = false;
-          }
-        } else if (c == '"') {
-          in_string = true;
-        } else if (c == '{' || c == '[') {
+        if (!strings.structural(c)) continue;
+        if (c == '{' || c == '[') {
           ++depth;
         } else if (c == '}' || c == ']') {
           if (depth == 0 && c == ']') {
