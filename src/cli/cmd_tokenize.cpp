@@ -40,14 +40,9 @@ struct TokenizeArgs {
 
 int run_tokenize(const TokenizeArgs& args) {
   if (args.text.has_value() == args.file.has_value()) return fail("give exactly one of --text and --file");
-  std::string text;
-  if (args.text) {
-    text = *args.text;
-  } else {
-    auto read = read_file_or_stdin(*args.file);
-    if (!read.ok()) return fail(read.message());
-    text = std::move(*read);
-  }
+  auto read = text_or_file(args.text, args.file);
+  if (!read.ok()) return fail(read.message());
+  const std::string text = std::move(*read);
   auto tokenizer = load_tokenizer(args.model, !args.no_verify);
   if (!tokenizer.ok()) return fail(tokenizer.message());
   auto ids = tokenizer->encode(text, args.no_special ? SpecialTokens::PlainText : SpecialTokens::Parse);

@@ -195,15 +195,9 @@ int run_encode(const EncodeArgs& args) {
   const Tokenizer* tokenizer = &loaded->tokenizer;
   const SpecialTokens special = args.no_special ? SpecialTokens::PlainText : SpecialTokens::Parse;
   if (!args.jsonl) {
-    std::string text;
-    if (args.text) {
-      text = *args.text;
-    } else {
-      auto read = read_file_or_stdin(*args.file);
-      if (!read.ok()) return fail(read.message());
-      text = std::move(*read);
-    }
-    auto ids = tokenizer->encode(text, special);
+    auto text = text_or_file(args.text, args.file);
+    if (!text.ok()) return fail(text.message());
+    auto ids = tokenizer->encode(*text, special);
     if (!ids.ok()) return fail((args.file ? *args.file : std::string("--text")) + ": " + ids.message());
     std::printf("%s\n", ids_line(*ids).c_str());
     return 0;

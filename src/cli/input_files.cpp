@@ -23,4 +23,9 @@ Expected<std::string> read_file_or_stdin(const std::string& path) {
   return out.str();
 }
 
+Expected<std::string> text_or_file(const std::optional<std::string>& text, const std::optional<std::string>& file) {
+  if (text) return *text;
+  return read_file_or_stdin(file.value_or("-"));
+}
+
 }  // namespace kipp::cli

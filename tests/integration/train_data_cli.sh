@@ -20,6 +20,11 @@ read -r records tokens counted < <(sed -nE 's/^data: ([0-9]+) records \(0 malfor
 [[ "${records:-}" == 400 ]] || fail "expected 400 conversations read cleanly: $(grep '^data:' "$work/sft.log")"
 (( counted > 0 && counted * 2 < tokens )) || fail "$counted of $tokens tokens carry loss; expected only the assistant turns"
 grep -q "^eval step 4: val loss [0-9]" "$work/sft.log" || fail "no validation on conversations"
+# The tuned model exports with its chat format and holds a conversation in `kipp chat`.
+"$kipp" convert "$work/sft/latest" -o "$work/sft.gguf" --chat-format chatml > /dev/null
+printf 'What is 2 plus 2?\n/stats\n' | "$kipp" chat -m "$work/sft.gguf" --temp 0 --max-tokens 8 > "$work/chat.txt" 2>&1 ||
+  { cat "$work/chat.txt" >&2; fail "kipp chat on the tuned model failed"; }
+grep -q "turns\|tokens" "$work/chat.txt" || { cat "$work/chat.txt" >&2; fail "kipp chat printed no /stats"; }
 
 # 2. The preview marks what carries loss: the assistant's answer and end-of-turn, not the question.
 "$kipp" data preview "$conversations" -t "$tokenizer" -n 2 --no-color > "$work/preview.txt"
