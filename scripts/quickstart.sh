@@ -6,21 +6,26 @@
 #
 # Usage: scripts/quickstart.sh [--steps N]   (default 900 steps, about 7 minutes on 2 cores)
 # Output in runs/quickstart/ (KIPP_QUICKSTART_DIR): tokenizer.json, run/ (checkpoints, logs,
-# loss.svg) and fortunes.gguf. A second run starts over.
+# loss.svg) and fortunes.gguf. A second run starts over. KIPP_QUICKSTART_BIN=PATH uses that
+# kipp binary instead of installing and building (the test suite runs it so, for a few steps).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=900
 case "${1:-}" in
-  --steps) steps="${2:?--steps takes a number}" ;;
-  -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --steps) steps="${2:?--steps takes a number}"
+           [[ "$steps" =~ ^[1-9][0-9]*$ ]] || { echo "quickstart: --steps takes a positive number" >&2; exit 2; } ;;
+  -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   "") ;;
   *) echo "quickstart: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 started=$(date +%s)
 
-bash scripts/setup.sh --runtime
-bash scripts/build.sh app kipp
-kipp=build/app/kipp
+kipp="${KIPP_QUICKSTART_BIN:-}"
+if [[ -z "$kipp" ]]; then
+  bash scripts/setup.sh --runtime
+  bash scripts/build.sh app kipp
+  kipp=build/app/kipp
+fi
 out="${KIPP_QUICKSTART_DIR:-runs/quickstart}"
 rm -rf "$out"
 mkdir -p "$out"
@@ -38,7 +43,8 @@ echo "== tokenizer: byte-level BPE, 4096 ids, on ${#corpus[@]} fortune files"
 
 echo "== training the tiny model for $steps steps"
 "$kipp" train --config configs/quickstart.yaml --set "tokenizer=$out/tokenizer.json" --set "data.train=[$list]" \
-  --set "run.dir=$out/run" --set "train.max_steps=$steps" --set "data.cache_dir=$out/cache" | tee "$out/train.log"
+  --set "run.dir=$out/run" --set "train.max_steps=$steps" --set "train.warmup_steps=$(( steps < 500 ? steps / 10 : 50 ))" \
+  --set "data.cache_dir=$out/cache" | tee "$out/train.log"
 
 echo "== export"
 "$kipp" convert "$out/run/latest" -o "$out/fortunes.gguf" --chat-format chatml

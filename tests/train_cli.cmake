@@ -85,3 +85,10 @@ add_test(NAME train_data_cli
                  ${KIPP_TRAIN_WORK}/run/latest ${KIPP_TRAIN_WORK}/run.gguf ${KIPP_TRAIN_WORK}/data)
 set_tests_properties(train_data_cli PROPERTIES FIXTURES_REQUIRED "train_run;train_gguf;train_corpus" TIMEOUT 600
                      PASS_REGULAR_EXPRESSION "PASS")
+
+# The quickstart script end to end (fortunes corpus, tokenizer, training, export, samples, the
+# baseline line) with the built binary and a few steps; the full run is measured in README.
+add_test(NAME quickstart_smoke
+         COMMAND sh -c "KIPP_QUICKSTART_BIN=$<TARGET_FILE:kipp> KIPP_QUICKSTART_DIR=${CMAKE_BINARY_DIR}/quickstart ${CMAKE_SOURCE_DIR}/scripts/quickstart.sh --steps 30 2>&1")
+set_tests_properties(quickstart_smoke PROPERTIES TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "final validation loss [0-9.]+ vs unigram baseline [0-9.]+.*quickstart finished")
