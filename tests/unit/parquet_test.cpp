@@ -1,8 +1,9 @@
 // The Parquet reader (format/parquet.h) and ParquetRecordSource (data/records.h).
 //
 // Two kinds of input:
-// - Files DuckDB wrote (tools/parquet_fixtures/make_fixtures.mjs, an independent writer), in
-//   the folder KIPP_PARQUET_FIXTURES names, with the values DuckDB was given as JSONL sidecars.
+// - Files independent writers made (tools/parquet_fixtures/make_fixtures.mjs: DuckDB, and
+//   arrow-rs through parquet-wasm for DATA_PAGE_V2 pages), in the folder KIPP_PARQUET_FIXTURES
+//   names, with the values the writers were given as JSONL sidecars.
 //   Unset (the unit binary run alone): those tests skip. Set but a file missing: they fail.
 // - Small files built here byte by byte (a Thrift compact writer written from the spec), to
 //   reach what DuckDB never writes: REQUIRED columns, DELTA_BYTE_ARRAY, unknown fields from a
@@ -12,6 +13,7 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/records.h"
@@ -154,7 +157,7 @@ TEST_P(ParquetCodecTest, MatchesWhatDuckDbWasGiven) {
   const PageStats& text = (*rows)->column(0).page_stats();
   const PageStats& category = (*rows)->column(1).page_stats();
   EXPECT_EQ(text.row_groups, (*file)->row_groups().size());
-  // DuckDB writes data page v1 either way (DATA_PAGE_V2 is covered by ParquetBuilt tests);
+  // DuckDB writes data page v1 either way (DATA_PAGE_V2: ArrowRsDataPageV2EveryCodec, ParquetBuilt);
   // PARQUET_VERSION v2 switches the string encoding to DELTA_LENGTH_BYTE_ARRAY.
   EXPECT_GT(text.data_pages_v1, 0u);
   EXPECT_EQ(text.dictionary_pages, 0u);
@@ -171,6 +174,83 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParquetCodecTest,
                          [](const testing::TestParamInfo<Variant>& param_info) {
                            return param_info.param.codec + "_" + param_info.param.version;
                          });
+
+// ---- arrow-rs fixtures: DATA_PAGE_V2 pages, every codec ---------------------------------------
+
+// text_<codec>_arrow_page_v2.parquet: the rows of text.expected.jsonl written by arrow-rs
+// (parquet-wasm, WriterVersion V2) in DATA_PAGE_V2 pages only, the strings three times over, one
+// column per encoding, and `category` dictionary-encoded; several pages per column chunk.
+TEST(ParquetFixtures, ArrowRsDataPageV2EveryCodec) {
+  REQUIRE_FIXTURE(expected_path, "text.expected.jsonl");
+  const std::vector<json> expected = read_jsonl(expected_path);
+  ASSERT_EQ(expected.size(), 5000u);
+  // The string columns the test reads, and the one data page encoding each must use.
+  const std::vector<std::pair<std::string, uint32_t>> columns = {
+      {"text", 1u << 7},               // DELTA_BYTE_ARRAY
+      {"text_plain", 1u << 0},         // PLAIN
+      {"text_delta_length", 1u << 6},  // DELTA_LENGTH_BYTE_ARRAY
+      {"category", 1u << 8},           // RLE_DICTIONARY
+  };
+  std::vector<std::string> names;
+  for (const auto& column : columns) names.push_back(column.first);
+
+  for (const std::string codec : {"uncompressed", "snappy", "gzip", "zstd"}) {
+    SCOPED_TRACE(codec);
+    REQUIRE_FIXTURE(path, "text_" + codec + "_arrow_page_v2.parquet");
+    auto file = ParquetFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.message();
+    // Written by arrow-rs, not by DuckDB nor by this test.
+    EXPECT_EQ((*file)->created_by().rfind("parquet-rs version ", 0), 0u) << (*file)->created_by();
+    EXPECT_EQ((*file)->num_rows(), expected.size());
+    EXPECT_EQ((*file)->column_names(),
+              (std::vector<std::string>{"id", "text", "category", "text_plain", "text_delta_length"}));
+    const size_t row_groups = (*file)->row_groups().size();
+    EXPECT_GE(row_groups, 2u);
+    const int32_t want_codec = codec == "uncompressed" ? 0 : codec == "snappy" ? 1 : codec == "gzip" ? 2 : 6;
+    for (const RowGroupMeta& group : (*file)->row_groups()) {
+      for (const ColumnChunkMeta& chunk : group.chunks) EXPECT_EQ(chunk.codec, want_codec);
+    }
+
+    auto rows = StringRowReader::open(*file, names);
+    ASSERT_TRUE(rows.ok()) << rows.message();
+    std::vector<std::optional<std::string_view>> row;
+    size_t index = 0, nulls = 0, empties = 0, non_ascii = 0;
+    while (true) {
+      auto more = (*rows)->next(row);
+      ASSERT_TRUE(more.ok()) << more.message();
+      if (!*more) break;
+      ASSERT_LT(index, expected.size());
+      const auto want_text = expected_value(expected[index], "text");
+      for (size_t i = 0; i < 3; ++i) ASSERT_EQ(owned(row[i]), want_text) << names[i] << " row " << index + 1;
+      ASSERT_EQ(owned(row[3]), expected_value(expected[index], "category")) << "row " << index + 1;
+      nulls += !want_text;
+      empties += want_text && want_text->empty();
+      non_ascii += want_text && std::any_of(want_text->begin(), want_text->end(), [](char c) { return c & 0x80; });
+      ++index;
+    }
+    EXPECT_EQ(index, expected.size());
+    EXPECT_GT(nulls, 100u);
+    EXPECT_GT(empties, 100u);
+    EXPECT_GT(non_ascii, 100u);
+
+    // The file is what it claims to be: DATA_PAGE_V2 pages only, several per column chunk for
+    // the strings, each column in its encoding; `category` has a dictionary page per chunk.
+    for (size_t i = 0; i < columns.size(); ++i) {
+      SCOPED_TRACE(columns[i].first);
+      const PageStats& stats = (*rows)->column(i).page_stats();
+      EXPECT_EQ(stats.row_groups, row_groups);
+      EXPECT_EQ(stats.data_pages_v1, 0u);
+      EXPECT_GE(stats.data_pages_v2, row_groups);
+      if (i < 3) {
+        EXPECT_GE(stats.data_pages_v2, 4 * row_groups) << "expected several data pages per column chunk";
+        EXPECT_EQ(stats.dictionary_pages, 0u);
+      } else {
+        EXPECT_EQ(stats.dictionary_pages, row_groups);
+      }
+      EXPECT_EQ(stats.encodings, columns[i].second) << stats.encodings;
+    }
+  }
+}
 
 // The value make_fixtures.mjs has DuckDB compute for row i of many.parquet (see
 // many.expected.json there).

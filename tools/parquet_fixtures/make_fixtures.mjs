@@ -1,13 +1,16 @@
-// make_fixtures.mjs: writes the Parquet reader's test fixtures with DuckDB (an independent
-// writer) into OUT_DIR, and beside each the values DuckDB was given (JSONL sidecars), so the
-// C++ tests compare the reader against the input, never against the reader's own output.
+// make_fixtures.mjs: writes the Parquet reader's test fixtures with independent writers into
+// OUT_DIR: DuckDB, and arrow-rs (through parquet-wasm) for DATA_PAGE_V2 pages, which DuckDB never
+// writes. Beside them go the values the writers were given (JSONL sidecars), so the C++ tests
+// compare the reader against the input, never against the reader's own output.
 //
 // Usage: node tools/parquet_fixtures/make_fixtures.mjs OUT_DIR
-//   Installs the pinned @duckdb/node-api with fetch_deps.sh (npm, lockfile-verified) unless
-//   KIPP_PARQUET_FIXTURES_NODE_MODULES names a node_modules directory that holds it.
+//   Installs the pinned @duckdb/node-api and parquet-wasm with fetch_deps.sh (npm,
+//   lockfile-verified) unless KIPP_PARQUET_FIXTURES_NODE_MODULES names a node_modules directory
+//   that holds them.
 //
 // Every value comes from a seeded generator, so the files are the same on every run.
 import fs from 'node:fs';
+import os from 'node:os';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,12 +26,21 @@ const outDir = process.argv[2];
 if (!outDir || process.argv.length > 3) die('usage: node make_fixtures.mjs OUT_DIR');
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-const pinned = JSON.parse(fs.readFileSync(path.join(here, 'package.json'), 'utf8')).dependencies['@duckdb/node-api'];
+const pins = JSON.parse(fs.readFileSync(path.join(here, 'package.json'), 'utf8')).dependencies;
 const modules = nodeModules(here, 'KIPP_PARQUET_FIXTURES_NODE_MODULES');
 const requireFromModules = createRequire(path.join(modules, 'kipp-parquet-fixtures.cjs'));
-const apiVersion = JSON.parse(fs.readFileSync(path.join(modules, '@duckdb', 'node-api', 'package.json'), 'utf8')).version;
-if (apiVersion !== pinned) die(`expected @duckdb/node-api@${pinned} (package.json), found ${apiVersion} in ${modules}`);
+for (const name of ['@duckdb/node-api', 'parquet-wasm']) {
+  let found;
+  try {
+    found = JSON.parse(fs.readFileSync(path.join(modules, name, 'package.json'), 'utf8')).version;
+  } catch {
+    die(`${name} is not installed in ${modules}`);
+  }
+  if (found !== pins[name]) die(`expected ${name}@${pins[name]} (package.json), found ${found} in ${modules}`);
+}
 const { DuckDBInstance } = requireFromModules('@duckdb/node-api');
+// The Node.js (CommonJS) build: loads its WebAssembly module synchronously.
+const parquetWasm = requireFromModules('parquet-wasm');
 fs.mkdirSync(outDir, { recursive: true });
 
 // mulberry32: a small seeded PRNG (deterministic across Node versions).
@@ -124,7 +136,47 @@ for (const codec of ['uncompressed', 'snappy', 'gzip', 'zstd']) {
   }
 }
 
-// 2. Alpaca-shaped.
+// 2. DATA_PAGE_V2 pages, from arrow-rs (parquet-wasm, WriterVersion V2) over the same rows, every
+//    codec. parquet-wasm takes an Arrow table, and without a JavaScript Arrow library the way in
+//    is its Parquet reader: DuckDB writes the rows (uncompressed, v1 pages) to a temporary file,
+//    arrow-rs reads that into Arrow and writes the fixture with its own writer; what the test
+//    compares against is still text.expected.jsonl, the rows themselves. The same strings go in
+//    three columns, one per string encoding arrow-rs writes in v2 pages (DELTA_BYTE_ARRAY, PLAIN,
+//    DELTA_LENGTH_BYTE_ARRAY), and `category` keeps its dictionary (RLE_DICTIONARY v2 pages after
+//    a dictionary page). Small pages (4 KiB, checked every 256 values) give several data pages
+//    per column chunk, and 2048-row row groups three chunks per column.
+const V2_CODECS = {
+  uncompressed: parquetWasm.Compression.UNCOMPRESSED, snappy: parquetWasm.Compression.SNAPPY,
+  gzip: parquetWasm.Compression.GZIP, zstd: parquetWasm.Compression.ZSTD,
+};
+const v2Temp = fs.mkdtempSync(path.join(os.tmpdir(), 'kipp-parquet-fixtures-'));
+try {
+  const source = path.join(v2Temp, 'rows.parquet');
+  await db.run(`COPY (SELECT id, text, category, text AS text_plain, text AS text_delta_length FROM text_rows
+                ORDER BY id) TO ${sqlString(source)} (FORMAT parquet, COMPRESSION uncompressed)`);
+  const sourceBytes = new Uint8Array(fs.readFileSync(source));
+  for (const [codec, compression] of Object.entries(V2_CODECS)) {
+    const E = parquetWasm.Encoding;
+    const properties = new parquetWasm.WriterPropertiesBuilder()
+      .setWriterVersion(parquetWasm.WriterVersion.V2)
+      .setCompression(compression)
+      .setMaxRowGroupSize(2048)
+      .setDataPageSizeLimit(4096)
+      .setWriteBatchSize(256)
+      .setColumnDictionaryEnabled('text', false).setColumnEncoding('text', E.DELTA_BYTE_ARRAY)
+      .setColumnDictionaryEnabled('text_plain', false).setColumnEncoding('text_plain', E.PLAIN)
+      .setColumnDictionaryEnabled('text_delta_length', false)
+      .setColumnEncoding('text_delta_length', E.DELTA_LENGTH_BYTE_ARRAY)
+      .build();
+    const file = `text_${codec}_arrow_page_v2.parquet`;
+    fs.writeFileSync(path.join(outDir, file), parquetWasm.writeParquet(parquetWasm.readParquet(sourceBytes), properties));
+    written.push(file);
+  }
+} finally {
+  fs.rmSync(v2Temp, { recursive: true, force: true });
+}
+
+// 3. Alpaca-shaped.
 const alpaca = alpacaRows(300);
 const alpacaJsonl = path.join(outDir, 'alpaca.expected.jsonl');
 writeJsonl(alpacaJsonl, alpaca);
@@ -132,7 +184,7 @@ await load('alpaca_rows', alpacaJsonl, { instruction: 'VARCHAR', input: 'VARCHAR
 await copy('SELECT * FROM alpaca_rows', 'alpaca.parquet', 'COMPRESSION zstd');
 written.push('alpaca.parquet');
 
-// 3. Streaming: 250k rows in ~120 row groups, values from a formula the C++ test repeats
+// 4. Streaming: 250k rows in ~120 row groups, values from a formula the C++ test repeats
 //    (hex digits, so ZSTD leaves the file megabytes), every 1000th row null.
 const MANY_ROWS = 250000;
 await copy(`SELECT CASE WHEN i % 1000 = 999 THEN NULL
@@ -146,7 +198,7 @@ fs.writeFileSync(path.join(outDir, 'many.expected.json'), JSON.stringify({
 }, null, 2) + '\n');
 written.push('many.parquet');
 
-// 4. Nested columns beside a flat one, and a BLOB column holding invalid UTF-8.
+// 5. Nested columns beside a flat one, and a BLOB column holding invalid UTF-8.
 await copy(`SELECT 'flat ' || i AS text, {'x': i, 'y': 'v' || i} AS nested, ['a', 'b' || i] AS tags
             FROM range(10) t(i)`, 'nested.parquet', 'COMPRESSION snappy');
 written.push('nested.parquet');
@@ -156,5 +208,7 @@ written.push('invalid_utf8.parquet');
 
 const version = (await db.runAndReadAll('SELECT version()')).getRows()[0][0];
 fs.writeFileSync(path.join(outDir, 'fixtures.json'),
-                 JSON.stringify({ writer: `duckdb ${version}`, files: written }, null, 2) + '\n');
-console.log(`make_fixtures: wrote ${written.length} files with DuckDB ${version} into ${outDir}`);
+                 JSON.stringify({ writer: `duckdb ${version}`, page_v2_writer: `parquet-wasm ${pins['parquet-wasm']}`,
+                                  files: written }, null, 2) + '\n');
+console.log(`make_fixtures: wrote ${written.length} files with DuckDB ${version} and parquet-wasm ` +
+            `${pins['parquet-wasm']} into ${outDir}`);
