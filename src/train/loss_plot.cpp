@@ -178,7 +178,15 @@ Expected<LossSeries> parse_loss_series(const std::string& jsonl, const std::stri
     if (!record.is_object()) return make_error(where + ": not a JSON object");
     const auto type = record.find("type");
     if (type == record.end() || !type->is_string()) return make_error(where + ": no \"type\" string");
-    if (*type != "step" && *type != "eval") continue;  // samples, scalars: not plotted
+    if (*type == "scalars") {
+      const auto values = record.find("values");
+      if (values != record.end() && values->is_object()) {
+        const auto baseline = values->find("val/unigram_baseline");
+        if (baseline != values->end() && baseline->is_number()) series.unigram_baseline = baseline->get<double>();
+      }
+      continue;
+    }
+    if (*type != "step" && *type != "eval") continue;  // samples: not plotted
     KIPP_ASSIGN_OR_RETURN(const std::optional<double> step, number_field(record, "step", where));
     if (!step) return make_error(where + ": no \"step\" number");
     if (*type == "step") {
@@ -223,6 +231,11 @@ std::string render_loss_svg(const LossSeries& input, const LossPlotOptions& opti
   const std::vector<PlotPoint> train = prepare(input.train_loss);
   const std::vector<PlotPoint> smoothed = prepare(input.smoothed_loss);
   const std::vector<PlotPoint> val = prepare(input.val_loss);
+  std::optional<double> baseline;
+  if (input.unigram_baseline && std::isfinite(*input.unigram_baseline) &&
+      (!options.log_scale || *input.unigram_baseline > 0)) {
+    baseline = options.log_scale ? std::log10(*input.unigram_baseline) : *input.unigram_baseline;
+  }
 
   double x_low = std::numeric_limits<double>::infinity(), x_high = -x_low;
   double y_low = x_low, y_high = -x_low;
@@ -235,6 +248,10 @@ std::string render_loss_svg(const LossSeries& input, const LossPlotOptions& opti
     }
   }
   const bool have_data = std::isfinite(x_low);
+  if (have_data && baseline) {
+    y_low = std::min(y_low, *baseline);
+    y_high = std::max(y_high, *baseline);
+  }
   widen(x_low, x_high, have_data, /*zero_floor=*/true);
   widen(y_low, y_high, have_data, /*zero_floor=*/!options.log_scale);
   // 5% headroom above and below the curves.
@@ -323,6 +340,12 @@ std::string render_loss_svg(const LossSeries& input, const LossPlotOptions& opti
            points_text(val) + "\"/>\n";
     svg += "<g id=\"val-points\">\n" + markers(val, kValColor, 3.5) + "</g>\n";
   }
+  const char* kBaselineColor = "#7f7f7f";
+  if (have_data && baseline) {
+    const std::string y = coord(y_axis.to_pixel(*baseline));
+    svg += "<line id=\"unigram-baseline\" x1=\"" + coord(left) + "\" y1=\"" + y + "\" x2=\"" + coord(right) + "\" y2=\"" +
+           y + "\" stroke=\"" + kBaselineColor + "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
+  }
   svg += "</g>\n";
 
   if (!have_data) {
@@ -333,7 +356,7 @@ std::string render_loss_svg(const LossSeries& input, const LossPlotOptions& opti
   // Legend, top right inside the plot.
   const double legend_width = 150, row = 18, legend_x = right - legend_width - 10, legend_y = top + 10;
   svg += "<g id=\"legend\">\n<rect x=\"" + coord(legend_x) + "\" y=\"" + coord(legend_y) + "\" width=\"" +
-         coord(legend_width) + "\" height=\"" + coord(row * 3 + 10) +
+         coord(legend_width) + "\" height=\"" + coord(row * (baseline ? 4 : 3) + 10) +
          "\" fill=\"#ffffff\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n";
   struct Entry {
     const char* label;
@@ -342,8 +365,9 @@ std::string render_loss_svg(const LossSeries& input, const LossPlotOptions& opti
   };
   const Entry entries[] = {{"training loss", kTrainColor, "stroke-opacity=\"0.3\" stroke-width=\"1\""},
                            {"smoothed loss", kTrainColor, "stroke-width=\"2\""},
-                           {"validation loss", kValColor, "stroke-width=\"1.5\""}};
-  for (size_t i = 0; i < 3; ++i) {
+                           {"validation loss", kValColor, "stroke-width=\"1.5\""},
+                           {"unigram baseline", kBaselineColor, "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""}};
+  for (size_t i = 0; i < (baseline ? 4u : 3u); ++i) {
     const double y = legend_y + 5 + row * (double(i) + 0.5);
     svg += "<line x1=\"" + coord(legend_x + 8) + "\" y1=\"" + coord(y) + "\" x2=\"" + coord(legend_x + 36) + "\" y2=\"" +
            coord(y) + "\" stroke=\"" + entries[i].color + "\" " + entries[i].extra + "/>\n";

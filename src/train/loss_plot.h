@@ -1,8 +1,10 @@
 // Loss curves of a run as a self-contained SVG, from RUN_DIR/metrics.jsonl (see run_log.h):
 // the raw training loss (faint), the smoothed loss, and the validation loss as a line with
-// points, over the step. Non-finite values (null in the log) are skipped.
+// points, over the step, with the unigram baseline as a dashed level. Non-finite values (null
+// in the log) are skipped.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,8 @@ struct LossSeries {
   std::vector<PlotPoint> train_loss;     // "step" lines' loss
   std::vector<PlotPoint> smoothed_loss;  // "step" lines' smoothed_loss
   std::vector<PlotPoint> val_loss;       // "eval" lines' loss
+  // The "scalars" value val/unigram_baseline: drawn as a dashed level line when present.
+  std::optional<double> unigram_baseline;
 };
 
 struct LossPlotOptions {

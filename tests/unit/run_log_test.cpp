@@ -458,6 +458,32 @@ TEST(LossPlot, SvgIsWellFormedWithOnePointPerValue) {
   EXPECT_EQ(train.back().first, val.back().first);
 }
 
+TEST(LossPlot, UnigramBaselineIsADashedLevelBetweenTheCurves) {
+  const std::string text =
+      "{\"type\":\"scalars\",\"step\":0,\"time\":1,\"values\":{\"val/unigram_baseline\":6.0}}\n"
+      "{\"type\":\"step\",\"step\":10,\"time\":2,\"loss\":8.0,\"smoothed_loss\":8.0}\n"
+      "{\"type\":\"step\",\"step\":20,\"time\":3,\"loss\":4.0,\"smoothed_loss\":4.0}\n";
+  const Expected<LossSeries> series = parse_loss_series(text, "m.jsonl");
+  ASSERT_TRUE(series.ok()) << series.message();
+  ASSERT_TRUE(series->unigram_baseline.has_value());
+  EXPECT_EQ(*series->unigram_baseline, 6.0);
+  const std::string svg = render_loss_svg(*series, LossPlotOptions{});
+  EXPECT_TRUE(balanced_tags(svg));
+  EXPECT_TRUE(has_substr(svg, ">unigram baseline<"));
+  const size_t at = svg.find("id=\"unigram-baseline\"");
+  ASSERT_NE(at, std::string::npos);
+  // Its height lies between the two training points' (loss 8 above it, loss 4 below it).
+  const double y = std::stod(svg.substr(svg.find("y1=\"", at) + 4));
+  const auto train = polyline_points(svg, "train-loss");
+  ASSERT_EQ(train.size(), 2u);
+  EXPECT_GT(y, train[0].second);
+  EXPECT_LT(y, train[1].second);
+  // Without the scalar there is no baseline line.
+  const Expected<LossSeries> without = parse_loss_series(text.substr(text.find('\n') + 1), "m.jsonl");
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(has_substr(render_loss_svg(*without, LossPlotOptions{}), "unigram-baseline"));
+}
+
 TEST(LossPlot, LogScale) {
   LossSeries series;
   series.train_loss = {{1, 10.0}, {2, 1.0}, {3, 0.0}, {4, 0.1}};  // 0 cannot be drawn on a log axis
