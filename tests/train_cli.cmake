@@ -92,3 +92,10 @@ add_test(NAME quickstart_smoke
          COMMAND sh -c "KIPP_QUICKSTART_BIN=$<TARGET_FILE:kipp> KIPP_QUICKSTART_DIR=${CMAKE_BINARY_DIR}/quickstart ${CMAKE_SOURCE_DIR}/scripts/quickstart.sh --steps 30 2>&1")
 set_tests_properties(quickstart_smoke PROPERTIES TIMEOUT 600
                      PASS_REGULAR_EXPRESSION "final validation loss [0-9.]+ vs unigram baseline [0-9.]+.*quickstart finished")
+
+# The data-side commands explain themselves.
+foreach(command "eval" "data;preview" "plot" "tokenizer;encode")
+  string(REPLACE ";" "_" name "${command}")
+  add_test(NAME help_${name} COMMAND $<TARGET_FILE:kipp> ${command} --help)
+  set_tests_properties(help_${name} PROPERTIES PASS_REGULAR_EXPRESSION "Usage:.*Options:")
+endforeach()
