@@ -1,19 +1,17 @@
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 
 #include "cli/commands.h"
 #include "convert/converter.h"
+#include "core/process_stats.h"
 #include "runtime/chat_template.h"
 
 namespace kipp::cli {
 namespace {
 
 double peak_rss_mib() {
-  struct rusage usage {};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+  const auto memory = read_process_memory();
+  return memory ? static_cast<double>(memory->peak_rss_bytes) / (1024.0 * 1024.0) : 0.0;
 }
 
 }  // namespace

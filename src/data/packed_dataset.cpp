@@ -42,12 +42,16 @@ Expected<PackedDataset> PackedDataset::create(TokenCache train, std::optional<To
   return dataset;
 }
 
+// The stored tokens are read straight into the two outputs (int32 and uint32 may alias), the
+// targets one token further on, so filling a window allocates nothing.
 void PackedDataset::fill(const TokenCache& cache, uint64_t window, int32_t* inputs, int32_t* targets) const {
-  std::vector<uint32_t> stored(seq_len_ + 1);
-  cache.read(window * seq_len_, seq_len_ + 1, stored.data());
+  auto* input_bits = reinterpret_cast<uint32_t*>(inputs);
+  auto* target_bits = reinterpret_cast<uint32_t*>(targets);
+  cache.read(window * seq_len_, seq_len_, input_bits);
+  cache.read(window * seq_len_ + 1, seq_len_, target_bits);
   for (uint32_t i = 0; i < seq_len_; ++i) {
-    inputs[i] = int32_t(stored[i] & ~kNoLossBit);
-    targets[i] = stored[i + 1] & kNoLossBit ? kNoTarget : int32_t(stored[i + 1]);
+    inputs[i] = int32_t(input_bits[i] & ~kNoLossBit);
+    targets[i] = target_bits[i] & kNoLossBit ? kNoTarget : int32_t(target_bits[i]);
   }
 }
 
