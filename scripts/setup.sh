@@ -12,6 +12,8 @@ RUNTIME_PACKAGES=(
   libopenblas-openmp-dev libyaml-cpp-dev
   # dataset readers: Parquet codecs (snappy, zstd; gzip through zlib)
   libsnappy-dev libzstd-dev zlib1g-dev
+  # SIMD kernels with runtime dispatch; the OpenAI-compatible server
+  libhwy-dev libcpp-httplib-dev
   # the quickstart's training corpus
   fortunes
 )

@@ -57,6 +57,9 @@ struct BackendOptions {
   // Threads that split each matrix product by output rows; 0: one per hardware thread. The
   // results do not depend on it.
   uint32_t threads = 0;
+  // The CPU kernel table by name (kernels/cpu/kernels.h); empty: the fastest this CPU runs.
+  // A test hook: the reference and the SIMD kernels must agree.
+  std::string kernels;
 };
 
 class Backend {

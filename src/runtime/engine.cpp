@@ -39,6 +39,7 @@ Expected<std::unique_ptr<Engine>> Engine::open(const std::string& path, const En
   BackendOptions backend_options;
   backend_options.max_step_tokens = options.max_step_tokens;
   backend_options.threads = options.threads;
+  backend_options.kernels = options.kernels;
   KIPP_ASSIGN_OR_RETURN(engine->backend_, create_backend(options.backend, engine->model_, backend_options));
   if (options.pool_blocks > 0) {
     KIPP_ASSIGN_OR_RETURN(engine->pool_storage_, engine->backend_->create_kv_storage(options.pool_blocks));

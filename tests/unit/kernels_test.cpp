@@ -22,6 +22,7 @@
 
 #include "core/half.h"
 #include "float_formats.h"
+#include "matmul_fixtures.h"
 #include "format/quant.h"
 #include "kernels/ref/ops.h"
 #include "kernels/weights.h"
@@ -278,58 +279,75 @@ TEST(KernelDot, Bf16EqualsFloatDotOfDecodedValues) {
 
 TEST(KernelMatmul, StridedRowsMatchDoubleAndAreIndependentOfRowCount) {
   std::mt19937 rng(41);
-  constexpr size_t kOut = 7, kIn = 64, kBatch = 5, kXStride = 70, kOutStride = 11;
-  for (GgmlType type : {GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0}) {
+  constexpr size_t kOut = 7, kIn = 96, kBatch = 5, kXStride = 100, kOutStride = 11;
+  for (GgmlType type : {GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1}) {
     SCOPED_TRACE(kipp::ggml_type_name(type));
-    const std::vector<float> source = random_floats(rng, kOut * kIn);
-    std::vector<uint8_t> bytes;
-    if (type == GgmlType::F32) {
-      bytes.resize(source.size() * sizeof(float));
-      std::memcpy(bytes.data(), source.data(), bytes.size());
-    } else if (type == GgmlType::BF16) {
-      bytes.resize(source.size() * 2);
-      kipp::f32_to_bf16_row(source.data(), reinterpret_cast<uint16_t*>(bytes.data()), source.size());
-    } else {
-      bytes.resize(source.size() / kipp::kQuantBlock * sizeof(kipp::BlockQ8_0));
-      kipp::quantize_q8_0(source.data(), reinterpret_cast<kipp::BlockQ8_0*>(bytes.data()), source.size());
-    }
-    const WeightMatrix w = kipp::kernels::make_weight_matrix(type, bytes.data(), kOut, kIn);
-    ASSERT_NE(w.row_bytes, 0u);
-
+    const kipp::testing::StoredMatrix m = kipp::testing::make_stored_matrix(type, kOut, kIn, rng);
+    ASSERT_NE(m.w.row_bytes, 0u);
     // Inputs with a gap after each row that must not be read: NaN would poison any result.
-    std::vector<float> x(kBatch * kXStride, std::numeric_limits<float>::quiet_NaN());
-    for (size_t r = 0; r < kBatch; ++r) {
-      const std::vector<float> row = random_floats(rng, kIn);
-      std::copy(row.begin(), row.end(), x.begin() + static_cast<std::ptrdiff_t>(r * kXStride));
-    }
+    const kipp::testing::PreparedRows x =
+        kipp::testing::make_prepared_rows(kipp::kernels::input_format(type), kBatch, kIn, kXStride, rng);
     const float sentinel = -12345.0f;
-    std::vector<float> out(kBatch * kOutStride, sentinel), scratch(kIn);
-    ref::matmul(w, x.data(), kBatch, kXStride, out.data(), kOutStride, scratch.data());
-
-    std::vector<float> weight_row(kIn);
-    for (size_t o = 0; o < kOut; ++o) {
-      ref::dequantize_row(w, o, weight_row.data());
-      const std::vector<double> weight_wide(weight_row.begin(), weight_row.end());
+    std::vector<float> out(kBatch * kOutStride, sentinel);
+    ref::matmul(m.w, x.in, out.data(), kOutStride);
+    for (size_t o = 0; o < kOut; ++o)
       for (size_t r = 0; r < kBatch; ++r) {
-        const float* input = x.data() + r * kXStride;
-        double exact = 0;
-        for (size_t i = 0; i < kIn; ++i) exact += static_cast<double>(input[i]) * weight_wide[i];
-        EXPECT_NEAR(out[r * kOutStride + o], exact,
-                    kRelativeTolerance * sum_of_abs_products(input, weight_wide.data(), kIn))
+        const kipp::testing::ExactProduct exact = kipp::testing::exact_product(m, x, o, r);
+        EXPECT_NEAR(out[r * kOutStride + o], exact.value, kRelativeTolerance * exact.magnitude)
             << "row " << r << " output " << o;
       }
-    }
     for (size_t r = 0; r < kBatch; ++r)
       for (size_t o = kOut; o < kOutStride; ++o) EXPECT_EQ(out[r * kOutStride + o], sentinel) << "gap written";
 
     // The determinism contract: a row's outputs do not depend on how many rows ran together.
     for (size_t r = 0; r < kBatch; ++r) {
+      kipp::kernels::PreparedInput alone_in = x.in;
+      alone_in.rows = 1;
+      alone_in.f32 += r * kXStride;
+      if (x.in.bf16 != nullptr) alone_in.bf16 += r * kIn;
+      if (x.in.q8 != nullptr) {
+        alone_in.q8 += r * kIn;
+        alone_in.q8_scale += r * kIn / 32;
+        alone_in.q8_sum += r * kIn / 32;
+        alone_in.q8_scaled_sum += r * kIn / 32;
+      }
+      if (x.in.f32 == nullptr) alone_in.f32 = nullptr;
       std::vector<float> alone(kOut);
-      ref::matmul(w, x.data() + r * kXStride, 1, kIn, alone.data(), kOut, scratch.data());
+      ref::matmul(m.w, alone_in, alone.data(), kOut);
       for (size_t o = 0; o < kOut; ++o)
         EXPECT_EQ(float_bits(alone[o]), float_bits(out[r * kOutStride + o])) << "row " << r << " output " << o;
     }
   }
+}
+
+TEST(KernelPrepareInput, Bf16IsNearestEvenAndQ8IsScaledRoundedCodes) {
+  std::mt19937 rng(43);
+  constexpr size_t kRows = 3, kCols = 64;
+  const kipp::testing::PreparedRows bf16 =
+      kipp::testing::make_prepared_rows(kipp::kernels::InputFormat::BF16, kRows, kCols, kCols, rng);
+  for (size_t i = 0; i < kRows * kCols; ++i) ASSERT_EQ(bf16.in.bf16[i], nearest_bf16(bf16.source[i])) << i;
+
+  kipp::testing::PreparedRows q8 =
+      kipp::testing::make_prepared_rows(kipp::kernels::InputFormat::Q8, kRows, kCols, kCols, rng);
+  for (size_t block = 0; block < kRows * kCols / 32; ++block) {
+    double largest = 0;
+    for (size_t i = 0; i < 32; ++i) largest = std::max(largest, std::fabs(double{q8.source[block * 32 + i]}));
+    EXPECT_EQ(q8.in.q8_scale[block], static_cast<float>(largest) / 127.0f) << block;
+    int32_t sum = 0;
+    for (size_t i = 0; i < 32; ++i) {
+      const double scaled = q8.source[block * 32 + i] * double{127.0f / static_cast<float>(largest)};
+      EXPECT_LE(std::fabs(q8.in.q8[block * 32 + i] - scaled), 0.5 + 1e-6) << block << " " << i;
+      sum += q8.in.q8[block * 32 + i];
+    }
+    EXPECT_EQ(q8.in.q8_sum[block], sum);
+    EXPECT_EQ(q8.in.q8_scaled_sum[block], q8.in.q8_scale[block] * static_cast<float>(sum));
+  }
+  // An all-zero block has scale 0 and codes 0 (no division by zero).
+  std::vector<float> zeros(32, 0.0f);
+  std::vector<float> storage(kipp::kernels::prepared_input_bytes(kipp::kernels::InputFormat::Q8, 1, 32) / 4 + 1);
+  const auto in = ref::prepare_input(kipp::kernels::InputFormat::Q8, zeros.data(), 1, 32, 32, storage.data());
+  EXPECT_EQ(in.q8_scale[0], 0.0f);
+  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(in.q8[i], 0);
 }
 
 // ------------------------------------------------------------------ norms

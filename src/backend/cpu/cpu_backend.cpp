@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -44,6 +45,12 @@ class CpuKvStorage final : public KvStorage {
   std::unique_ptr<uint16_t[]> data_;
 };
 
+const kernels::KernelTable& select_kernels(const std::string& name) {
+  if (name.empty()) return kernels::cpu_kernels();
+  const kernels::KernelTable* table = kernels::find_kernel_table(name);
+  return table != nullptr ? *table : kernels::cpu_kernels();
+}
+
 Expected<WeightMatrix> prepare_matrix(const TensorView& view) {
   WeightMatrix w = kernels::make_weight_matrix(view.type, view.data, view.rows, view.cols);
   if (w.row_bytes == 0)
@@ -63,7 +70,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const BackendOptions& options)
       : config_(model.config()),
-        kernels_(kernels::cpu_kernels()),
+        kernels_(select_kernels(options.kernels)),
         step_rows_(std::max<uint32_t>(1, options.max_step_tokens)),
         pool_(options.threads) {}
 
@@ -133,31 +140,66 @@ class CpuBackend final : public Backend {
   void allocate_scratch() {
     const size_t hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
     const size_t ffn = config_.ffn_size, half = config_.head_dim / 2, s = step_rows_;
-    widest_ = std::max({hidden, qw, ffn});
-    const size_t widest = widest_ * pool_.size();  // one weight-row buffer per thread
     const size_t sizes[] = {s * hidden, s * hidden, s * qw, s * kvw, s * kvw, s * qw,  s * hidden,
-                            s * ffn,    s * ffn,    s * half, s * half, widest, config_.context_length,
+                            s * ffn,    s * ffn,    s * half, s * half, config_.context_length,
                             kLogitRowsPerPass * hidden, kLogitRowsPerPass * size_t{config_.vocab_size}};
     size_t total = 0;
     for (size_t size : sizes) total += size;
     scratch_.assign(total, 0.0f);
     float* next = scratch_.data();
     float** targets[] = {&x_,   &xn_,  &q_,   &k_,     &v_,      &attn_,        &proj_,       &gate_,
-                         &up_,  &cos_, &sin_, &row_scratch_, &scores_, &logit_inputs_, &logits_};
+                         &up_,  &cos_, &sin_, &scores_, &logit_inputs_, &logits_};
     for (size_t i = 0; i < std::size(sizes); ++i) {
       *targets[i] = next;
       next += sizes[i];
     }
+    // One prepared-input buffer, the largest any product of a step needs.
+    size_t prepared = 0;
+    const auto grow = [&](GgmlType type, size_t rows, size_t cols) {
+      prepared = std::max(prepared, kernels::prepared_input_bytes(kernels::input_format(type), rows, cols));
+    };
+    for (const PreparedLayer& layer : layers_) {
+      for (const WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
+        grow(w->type, s, w->cols);
+    }
+    grow(head_.type, kLogitRowsPerPass, hidden);
+    prepared_.assign(prepared / sizeof(float) + 1, 0.0f);
   }
 
-  // Output rows split over the pool's threads: each element is computed exactly as in a
-  // single-threaded matmul, so results do not depend on the thread count.
-  void matmul(const WeightMatrix& w, const float* x, size_t n_rows, size_t x_stride, float* out, size_t out_stride) {
-    pool_.parallel_for(w.rows, [&](size_t thread, size_t begin, size_t end) {
-      WeightMatrix part = w;
-      part.data = w.data + begin * w.row_bytes;
-      part.rows = end - begin;
-      kernels_.matmul(part, x, n_rows, x_stride, out + begin, out_stride, row_scratch_ + thread * widest_);
+  struct Product {
+    const WeightMatrix* w;
+    float* out;  // row r at out + r * w->rows
+  };
+
+  // The products of several matrices with one input (n_rows rows of w.cols floats, x_stride
+  // apart): the input is prepared once and the output rows of all of them are split over the
+  // threads in one pass; each element is computed exactly as a single-threaded product would,
+  // so results do not depend on the thread count. Matrices whose weight types want different
+  // input formats run one at a time.
+  void matmuls(const float* x, size_t n_rows, size_t x_stride, std::initializer_list<Product> products) {
+    const kernels::InputFormat format = kernels::input_format(products.begin()->w->type);
+    for (const Product& product : products)
+      if (kernels::input_format(product.w->type) != format) {
+        for (const Product& single : products) matmuls(x, n_rows, x_stride, {single});
+        return;
+      }
+    const kernels::PreparedInput in =
+        kernels_.prepare_input(format, x, n_rows, x_stride, products.begin()->w->cols, prepared_.data());
+    size_t total_rows = 0;
+    for (const Product& product : products) total_rows += product.w->rows;
+    pool_.parallel_for(total_rows, [&](size_t, size_t begin, size_t end) {
+      size_t first = 0;  // the first row of `product` in the combined range
+      for (const Product& product : products) {
+        const WeightMatrix& w = *product.w;
+        const size_t lo = std::max(begin, first), hi = std::min(end, first + w.rows);
+        if (lo < hi) {
+          WeightMatrix part = w;
+          part.data = w.data + (lo - first) * w.row_bytes;
+          part.rows = hi - lo;
+          kernels_.matmul(part, in, product.out + (lo - first), w.rows);
+        }
+        first += w.rows;
+      }
     });
   }
 
@@ -178,9 +220,7 @@ class CpuBackend final : public Backend {
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PreparedLayer& layer = layers_[l];
       for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
-      matmul(layer.q, xn_, n, hidden, q_, qw);
-      matmul(layer.k, xn_, n, hidden, k_, kvw);
-      matmul(layer.v, xn_, n, hidden, v_, kvw);
+      matmuls(xn_, n, hidden, {{&layer.q, q_}, {&layer.k, k_}, {&layer.v, v_}});
       const size_t k_offset = l * block_elements_per_layer, v_offset = k_offset + kKvBlockPositions * kvw;
       for (size_t r = 0; r < n; ++r) {
         float* q = q_ + r * qw;
@@ -200,14 +240,13 @@ class CpuBackend final : public Backend {
         const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset, v_offset, config_.num_kv_heads, hd};
         k.attention(q_ + r * qw, config_.num_heads, view, rows[r].position + 1, scale, scores_, attn_ + r * qw);
       }
-      matmul(layer.o, attn_, n, qw, proj_, hidden);
+      matmuls(attn_, n, qw, {{&layer.o, proj_}});
       observe("attention", l, rows, proj_, hidden);
       for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
       for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
-      matmul(layer.gate, xn_, n, hidden, gate_, ffn);
-      matmul(layer.up, xn_, n, hidden, up_, ffn);
+      matmuls(xn_, n, hidden, {{&layer.gate, gate_}, {&layer.up, up_}});
       for (size_t r = 0; r < n; ++r) k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn);
-      matmul(layer.down, gate_, n, ffn, proj_, hidden);
+      matmuls(gate_, n, ffn, {{&layer.down, proj_}});
       for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
       observe("layer_output", l, rows, x_, hidden);
     }
@@ -238,7 +277,7 @@ class CpuBackend final : public Backend {
           observer_->on_activation("final_norm", 0, rows[r].item, rows[r].position,
                                    std::span<const float>(logit_inputs_ + i * hidden, hidden));
       }
-      matmul(head_, logit_inputs_, count, hidden, logits_, vocab);
+      matmuls(logit_inputs_, count, hidden, {{&head_, logits_}});
       for (size_t i = 0; i < count; ++i) {
         const Row& row = *pending[begin + i];
         std::copy_n(logits_ + i * vocab, vocab, items[row.item].logits + row.logit_row * vocab);
@@ -250,15 +289,15 @@ class CpuBackend final : public Backend {
   const kernels::KernelTable& kernels_;
   size_t step_rows_;
   ThreadPool pool_;
-  size_t widest_ = 0;  // the widest weight row, in floats
   WeightMatrix embedding_, head_;
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;
+  std::vector<float> prepared_;  // the prepared input of the products being computed
   ActivationObserver* observer_ = nullptr;
   float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr,
         *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *cos_ = nullptr, *sin_ = nullptr,
-        *row_scratch_ = nullptr, *scores_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
+        *scores_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
 };
 
 }  // namespace

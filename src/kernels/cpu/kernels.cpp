@@ -1,12 +1,56 @@
 #include "kernels/cpu/kernels.h"
 
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/cpu/matmul_avx512.h"
+#include "kernels/cpu/portable_ops.h"
+
 namespace kipp::kernels {
+namespace {
+
+constexpr KernelTable kReference{"reference",     &ref::dequantize_row, &ref::prepare_input, &ref::matmul,
+                                 &ref::rms_norm,  &ref::rope_angles,    &ref::rope,          &ref::attention,
+                                 &ref::swiglu,    &ref::add,            &ref::store_bf16};
+
+// Highway's best target for this CPU for everything.
+constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &portable::prepare_input,
+                                &portable::matmul,   &portable::rms_norm,  &ref::rope_angles,
+                                &portable::rope,     &portable::attention, &portable::swiglu,
+                                &portable::add,      &portable::store_bf16};
+
+// The products on AVX-512 BF16/VNNI, the rest as in the portable table.
+constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_input,
+                              &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
+                              &portable::rope,     &portable::attention, &portable::swiglu,
+                              &portable::add,      &portable::store_bf16};
+
+std::vector<const KernelTable*> detect_tables() {
+  std::vector<const KernelTable*> tables{&kReference, &kPortable};
+  if (avx512::supported()) tables.push_back(&kAvx512);
+  return tables;
+}
+
+}  // namespace
+
+std::span<const KernelTable* const> available_kernel_tables() {
+  static const std::vector<const KernelTable*> tables = detect_tables();
+  return tables;
+}
+
+const KernelTable* find_kernel_table(std::string_view name) {
+  for (const KernelTable* table : available_kernel_tables())
+    if (name == table->name) return table;
+  return nullptr;
+}
 
 const KernelTable& cpu_kernels() {
-  static const KernelTable reference{
-      "reference",    &ref::dequantize_row, &ref::matmul, &ref::rms_norm, &ref::rope_angles, &ref::rope,
-      &ref::attention, &ref::swiglu,        &ref::add,    &ref::store_bf16};
-  return reference;
+  static const KernelTable& chosen = [] () -> const KernelTable& {
+    if (const char* wanted = std::getenv("KIPP_KERNELS"))
+      if (const KernelTable* table = find_kernel_table(wanted)) return *table;
+    return *available_kernel_tables().back();
+  }();
+  return chosen;
 }
 
 }  // namespace kipp::kernels

@@ -1,6 +1,10 @@
-// The one dispatch point through which the CPU backend calls every kernel. Today it selects
-// the reference kernels; SIMD variants chosen at start-up plug in here and nowhere else.
+// The one dispatch point through which the CPU backend calls every kernel: a table chosen once
+// at start-up for this CPU. The reference kernels stay available as the oracle the fast ones are
+// tested against (KIPP_KERNELS=reference selects them for a whole process).
 #pragma once
+
+#include <span>
+#include <string_view>
 
 #include "kernels/ref/ops.h"
 
@@ -9,6 +13,7 @@ namespace kipp::kernels {
 struct KernelTable {
   const char* name;
   decltype(&ref::dequantize_row) dequantize_row;
+  decltype(&ref::prepare_input) prepare_input;
   decltype(&ref::matmul) matmul;
   decltype(&ref::rms_norm) rms_norm;
   decltype(&ref::rope_angles) rope_angles;
@@ -19,6 +24,13 @@ struct KernelTable {
   decltype(&ref::store_bf16) store_bf16;
 };
 
+// The table in use: KIPP_KERNELS names one of available_kernel_tables() (an unknown or
+// unavailable name falls back to the best one); unset, the fastest this CPU runs.
 const KernelTable& cpu_kernels();
+
+// Every table this CPU can run, best last; the first is always the reference.
+std::span<const KernelTable* const> available_kernel_tables();
+
+const KernelTable* find_kernel_table(std::string_view name);
 
 }  // namespace kipp::kernels

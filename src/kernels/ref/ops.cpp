@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/half.h"
 #include "format/quant.h"
@@ -61,11 +62,123 @@ void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
   std::memset(out, 0, w.cols * sizeof(float));  // unreachable: make_weight_matrix rejects it
 }
 
-void matmul(const WeightMatrix& w, const float* x, size_t n_rows, size_t x_stride, float* out,
-            size_t out_stride, float* row_scratch) {
+PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
+                            void* storage) {
+  PreparedInput in;
+  in.format = format;
+  in.rows = rows;
+  in.cols = cols;
+  switch (format) {
+    case InputFormat::F32:
+      in.f32 = x;
+      in.f32_stride = x_stride;
+      break;
+    case InputFormat::BF16: {
+      auto* out = static_cast<uint16_t*>(storage);
+      for (size_t r = 0; r < rows; ++r) f32_to_bf16_row(x + r * x_stride, out + r * cols, cols);
+      in.bf16 = out;
+      break;
+    }
+    case InputFormat::Q8: {
+      const size_t blocks = cols / kInputBlock;
+      auto* codes = static_cast<int8_t*>(storage);
+      auto* scales = reinterpret_cast<float*>(codes + rows * cols);
+      auto* sums = reinterpret_cast<int32_t*>(scales + rows * blocks);
+      auto* scaled_sums = reinterpret_cast<float*>(sums + rows * blocks);
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t b = 0; b < blocks; ++b) {
+          const float* values = x + r * x_stride + b * kInputBlock;
+          int8_t* q = codes + r * cols + b * kInputBlock;
+          float largest = 0;
+          for (size_t i = 0; i < kInputBlock; ++i) largest = std::fmax(largest, std::fabs(values[i]));
+          const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+          int32_t sum = 0;
+          for (size_t i = 0; i < kInputBlock; ++i) {
+            const float code = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(values[i] * inverse)));
+            q[i] = static_cast<int8_t>(code);
+            sum += q[i];
+          }
+          const size_t block = r * blocks + b;
+          scales[block] = largest / 127.0f;
+          sums[block] = sum;
+          scaled_sums[block] = scales[block] * static_cast<float>(sum);
+        }
+      in.q8 = codes;
+      in.q8_scale = scales;
+      in.q8_sum = sums;
+      in.q8_scaled_sum = scaled_sums;
+      break;
+    }
+  }
+  return in;
+}
+
+namespace {
+
+float dot_q8_0(const BlockQ8_0* w, const PreparedInput& in, size_t row) {
+  const size_t blocks = in.cols / kInputBlock;
+  const int8_t* codes = in.q8 + row * in.cols;
+  float sum = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t block_sum = 0;
+    for (size_t i = 0; i < kInputBlock; ++i) block_sum += int32_t{w[b].q[i]} * codes[b * kInputBlock + i];
+    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[row * blocks + b] * static_cast<float>(block_sum);
+  }
+  return sum;
+}
+
+float dot_affine4(const BlockAffine4* w, const PreparedInput& in, size_t row) {
+  const size_t blocks = in.cols / kInputBlock;
+  const int8_t* codes = in.q8 + row * in.cols;
+  float sum = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t block_sum = 0;
+    const int8_t* x = codes + b * kInputBlock;
+    for (size_t i = 0; i < kInputBlock / 2; ++i)
+      block_sum += int32_t{w[b].nibbles[i] & 0x0F} * x[i] + int32_t{w[b].nibbles[i] >> 4} * x[i + kInputBlock / 2];
+    const size_t block = row * blocks + b;
+    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[block] * static_cast<float>(block_sum) +
+           f16_to_f32(w[b].min_f16) * in.q8_scaled_sum[block];
+  }
+  return sum;
+}
+
+float dot_prepared_bf16(const uint16_t* w, const uint16_t* x, size_t n) {
+  float lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] += bf16_to_f32(x[i + j]) * bf16_to_f32(w[i + j]);
+  for (size_t j = 0; i + j < n; ++j) lanes[j] += bf16_to_f32(x[i + j]) * bf16_to_f32(w[i + j]);
+  return reduce_lanes(lanes);
+}
+
+}  // namespace
+
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  std::vector<float> row;
+  if (in.format == InputFormat::F32 && w.type != GgmlType::F32) row.resize(w.cols);
   for (size_t o = 0; o < w.rows; ++o) {
-    dequantize_row(w, o, row_scratch);
-    for (size_t r = 0; r < n_rows; ++r) out[r * out_stride + o] = dot(row_scratch, x + r * x_stride, w.cols);
+    const uint8_t* weights = w.data + o * w.row_bytes;
+    if (!row.empty()) dequantize_row(w, o, row.data());
+    for (size_t r = 0; r < in.rows; ++r) {
+      float value = 0;
+      switch (w.type) {
+        case GgmlType::BF16:
+          value = dot_prepared_bf16(reinterpret_cast<const uint16_t*>(weights), in.bf16 + r * in.cols, w.cols);
+          break;
+        case GgmlType::Q8_0:
+          value = dot_q8_0(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
+          break;
+        case GgmlType::Q4_1:
+          value = dot_affine4(reinterpret_cast<const BlockAffine4*>(weights), in, r);
+          break;
+        default:
+          value = dot(row.empty() ? reinterpret_cast<const float*>(weights) : row.data(), in.f32 + r * in.f32_stride,
+                      w.cols);
+          break;
+      }
+      out[r * out_stride + o] = value;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/matmul_input.h"
 #include "kernels/weights.h"
 
 namespace kipp::kernels::ref {
@@ -21,10 +22,18 @@ float dot_bf16(const float* a, const uint16_t* b, size_t n);
 // Row `row` of `w` as float32.
 void dequantize_row(const WeightMatrix& w, size_t row, float* out);
 
-// out[r * out_stride + o] = dot(w row o, x + r * x_stride) for r < n_rows, o < w.rows.
-// Each weight row is read once for all `n_rows` inputs; `row_scratch` holds w.cols floats.
-void matmul(const WeightMatrix& w, const float* x, size_t n_rows, size_t x_stride, float* out,
-            size_t out_stride, float* row_scratch);
+// Prepares `rows` rows of `cols` floats (row r at x + r * x_stride) in `format` (see
+// matmul_input.h) into `storage` (prepared_input_bytes of it, 4-byte aligned). Every
+// implementation prepares bit for bit the same values.
+PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
+                            void* storage);
+
+// out[r * out_stride + o] = sum over i of w[o][i] * in[r][i], for o < w.rows and r < in.rows,
+// with `in` prepared in input_format(w.type). F32 inputs: dot() of the dequantized row; BF16:
+// the same lanes over the exact products; Q8: per block, the exact integer sum of codes times
+// (weight scale * input scale) (affine4 adds min * the input's scaled code sum), blocks added
+// in order. Each weight row is read once for all rows.
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 
 // out = x / sqrt(mean(x^2) + eps) * weight over n elements (in place allowed).
 void rms_norm(const float* x, const float* weight, float* out, size_t n, float eps);

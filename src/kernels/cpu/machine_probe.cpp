@@ -1,0 +1,321 @@
+#include "kernels/cpu/machine_probe.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/thread_pool.h"
+
+namespace kipp::kernels {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+constexpr size_t kLineBytes = 64;
+
+// ---- Read bandwidth ----------------------------------------------------------------------
+// Eight independent accumulators per loop so the adds never wait on each other: the loop then
+// runs as fast as the memory system delivers lines.
+
+__attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint8_t* data, size_t lines) {
+  __m512i acc[8];
+  for (__m512i& a : acc) a = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 8 <= lines; i += 8) {
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j)
+      acc[j] = _mm512_add_epi64(acc[j], _mm512_load_si512(data + (i + j) * kLineBytes));
+  }
+  for (; i < lines; ++i) acc[0] = _mm512_add_epi64(acc[0], _mm512_load_si512(data + i * kLineBytes));
+  __m512i total = _mm512_setzero_si512();
+  for (const __m512i& a : acc) total = _mm512_add_epi64(total, a);
+  // Through memory: GCC 12 warns (falsely) inside _mm512_reduce_add_epi64.
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, total);
+  uint64_t sum = 0;
+  for (uint64_t lane : lanes) sum += lane;
+  return sum;
+}
+
+__attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint8_t* data, size_t lines) {
+  __m256i acc[8];
+  for (__m256i& a : acc) a = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 4 <= lines; i += 4) {
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j) {
+      const auto* half = reinterpret_cast<const __m256i*>(data + i * kLineBytes) + j;
+      acc[j] = _mm256_add_epi64(acc[j], _mm256_load_si256(half));
+    }
+  }
+  for (; i < lines; ++i) {
+    const auto* line = reinterpret_cast<const __m256i*>(data + i * kLineBytes);
+    acc[0] = _mm256_add_epi64(acc[0], _mm256_load_si256(line));
+    acc[1] = _mm256_add_epi64(acc[1], _mm256_load_si256(line + 1));
+  }
+  alignas(32) uint64_t lanes[4];
+  __m256i total = _mm256_setzero_si256();
+  for (const __m256i& a : acc) total = _mm256_add_epi64(total, a);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), total);
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
+uint64_t sum_lines_scalar(const uint8_t* data, size_t lines) {
+  uint64_t acc[8] = {};
+  for (size_t i = 0; i < lines; ++i) {
+    uint64_t words[8];
+    std::memcpy(words, data + i * kLineBytes, kLineBytes);
+    for (size_t j = 0; j < 8; ++j) acc[j] += words[j];
+  }
+  uint64_t total = 0;
+  for (uint64_t a : acc) total += a;
+  return total;
+}
+
+struct LineSummer {
+  uint64_t (*sum)(const uint8_t*, size_t);
+  const char* instruction;
+};
+
+LineSummer best_line_summer() {
+  if (__builtin_cpu_supports("avx512f")) return {sum_lines_avx512, "avx512f zmm loads"};
+  if (__builtin_cpu_supports("avx2")) return {sum_lines_avx2, "avx2 ymm loads"};
+  return {sum_lines_scalar, "scalar 64-bit loads"};
+}
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+// ---- Peak multiply-add rates -------------------------------------------------------------
+// Each probe runs kChains independent accumulator chains, so a new instruction can issue every
+// cycle on every pipe instead of waiting out the previous one's latency (4-6 cycles). The
+// operands come from volatile memory (nothing to constant-fold) and every accumulator ends in
+// a volatile store (nothing to drop).
+
+constexpr size_t kChains = 12;
+
+volatile float g_fp32_multiplier = 0.999999f;
+volatile float g_fp32_addend = 1e-6f;
+volatile float g_bf16_operand = 1e-3f;
+volatile int g_int8_operand = 0x01010101;
+
+// Multiply-adds per iteration of each probe: chains x lanes (x pairs or quads per lane).
+constexpr double kZmmFp32PerIteration = kChains * 16;
+constexpr double kYmmFp32PerIteration = kChains * 8;
+constexpr double kScalarFp32PerIteration = kChains;
+constexpr double kBf16PerIteration = kChains * 16 * 2;
+constexpr double kInt8PerIteration = kChains * 16 * 4;
+
+// Through memory: GCC 12 warns (falsely) inside _mm512_reduce_add_ps and the conversions.
+__attribute__((target("avx512f"))) float sum_lanes(__m512 x) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, x);
+  float sum = 0;
+  for (float lane : lanes) sum += lane;
+  return sum;
+}
+
+__attribute__((target("avx512f"))) void fp32_fma_zmm(uint64_t iterations, volatile float* sink) {
+  const __m512 a = _mm512_set1_ps(g_fp32_multiplier), b = _mm512_set1_ps(g_fp32_addend);
+  __m512 acc[kChains];
+  for (size_t j = 0; j < kChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  for (uint64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kChains; ++j) acc[j] = _mm512_fmadd_ps(acc[j], a, b);
+  }
+  __m512 total = _mm512_setzero_ps();
+  for (const __m512& x : acc) total = _mm512_add_ps(total, x);
+  *sink = sum_lanes(total);
+}
+
+__attribute__((target("avx2,fma"))) void fp32_fma_ymm(uint64_t iterations, volatile float* sink) {
+  const __m256 a = _mm256_set1_ps(g_fp32_multiplier), b = _mm256_set1_ps(g_fp32_addend);
+  __m256 acc[kChains];
+  for (size_t j = 0; j < kChains; ++j) acc[j] = _mm256_set1_ps(static_cast<float>(j));
+  for (uint64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kChains; ++j) acc[j] = _mm256_fmadd_ps(acc[j], a, b);
+  }
+  alignas(32) float lanes[8];
+  __m256 total = _mm256_setzero_ps();
+  for (const __m256& x : acc) total = _mm256_add_ps(total, x);
+  _mm256_store_ps(lanes, total);
+  float sum = 0;
+  for (float lane : lanes) sum += lane;
+  *sink = sum;
+}
+
+void fp32_scalar(uint64_t iterations, volatile float* sink) {
+  const float a = g_fp32_multiplier, b = g_fp32_addend;
+  float acc[kChains];
+  for (size_t j = 0; j < kChains; ++j) acc[j] = static_cast<float>(j);
+  for (uint64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kChains; ++j) acc[j] = acc[j] * a + b;
+  }
+  float sum = 0;
+  for (float x : acc) sum += x;
+  *sink = sum;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) void bf16_dot_zmm(uint64_t iterations, volatile float* sink) {
+  const __m512 value = _mm512_set1_ps(g_bf16_operand);
+  const __m512bh a = _mm512_cvtne2ps_pbh(value, value), b = _mm512_cvtne2ps_pbh(value, value);
+  __m512 acc[kChains];
+  for (size_t j = 0; j < kChains; ++j) acc[j] = _mm512_set1_ps(static_cast<float>(j));
+  for (uint64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kChains; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], a, b);
+  }
+  __m512 total = _mm512_setzero_ps();
+  for (const __m512& x : acc) total = _mm512_add_ps(total, x);
+  *sink = sum_lanes(total);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) void int8_dot_zmm(uint64_t iterations, volatile float* sink) {
+  const __m512i a = _mm512_set1_epi32(g_int8_operand), b = _mm512_set1_epi32(g_int8_operand);
+  __m512i acc[kChains];
+  for (size_t j = 0; j < kChains; ++j) acc[j] = _mm512_set1_epi32(static_cast<int>(j));
+  for (uint64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kChains; ++j) acc[j] = _mm512_dpbusd_epi32(acc[j], a, b);
+  }
+  __m512i total = _mm512_setzero_si512();
+  for (const __m512i& x : acc) total = _mm512_add_epi32(total, x);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, total);
+  int64_t sum = 0;
+  for (int32_t lane : lanes) sum += lane;
+  *sink = static_cast<float>(sum);
+}
+
+struct Probe {
+  MultiplyAddKind kind;
+  const char* instruction;
+  void (*run)(uint64_t, volatile float*);
+  double multiply_adds_per_iteration;
+};
+
+std::vector<Probe> available_probes() {
+  std::vector<Probe> probes;
+  if (__builtin_cpu_supports("avx512f"))
+    probes.push_back({MultiplyAddKind::Fp32Fma, "vfmadd231ps zmm", fp32_fma_zmm, kZmmFp32PerIteration});
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    probes.push_back({MultiplyAddKind::Fp32Fma, "vfmadd231ps ymm", fp32_fma_ymm, kYmmFp32PerIteration});
+  else
+    probes.push_back({MultiplyAddKind::Fp32Fma, "mulss + addss (scalar)", fp32_scalar, kScalarFp32PerIteration});
+  if (__builtin_cpu_supports("avx512bf16"))
+    probes.push_back({MultiplyAddKind::Bf16Dot, "vdpbf16ps zmm", bf16_dot_zmm, kBf16PerIteration});
+  if (__builtin_cpu_supports("avx512vnni"))
+    probes.push_back({MultiplyAddKind::Int8Dot, "vpdpbusd zmm", int8_dot_zmm, kInt8PerIteration});
+  return probes;
+}
+
+// Seconds for every pool thread to run `iterations` of the probe at once.
+double time_on_all_threads(ThreadPool& pool, const Probe& probe, uint64_t iterations, std::vector<float>& sinks) {
+  const auto start = Clock::now();
+  pool.parallel_for(pool.size(), [&](size_t thread, size_t, size_t) {
+    probe.run(iterations, static_cast<volatile float*>(&sinks[thread]));
+  });
+  return seconds_since(start);
+}
+
+PeakRate measure(ThreadPool& pool, const Probe& probe, double seconds) {
+  std::vector<float> sinks(pool.size());
+  // Calibrate the iteration count on a short run (this also wakes the cores up), then keep the
+  // best of five runs that share the time budget (the peak: a shared machine only slows runs down).
+  uint64_t iterations = 1 << 14;
+  double calibration = time_on_all_threads(pool, probe, iterations, sinks);
+  while (calibration < 0.005) {
+    iterations *= 4;
+    calibration = time_on_all_threads(pool, probe, iterations, sinks);
+  }
+  constexpr int kRuns = 5;
+  iterations = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(iterations) * seconds / kRuns / calibration));
+  double best = 0;
+  for (int run = 0; run < kRuns; ++run) {
+    const double elapsed = time_on_all_threads(pool, probe, iterations, sinks);
+    const double rate = static_cast<double>(pool.size()) * static_cast<double>(iterations) *
+                        probe.multiply_adds_per_iteration / elapsed;
+    best = std::max(best, rate);
+  }
+  return PeakRate{probe.kind, probe.instruction, best};
+}
+
+}  // namespace
+
+Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes, uint32_t repeats) {
+  if (repeats == 0) return make_error("read_bandwidth: repeats must be at least 1");
+  const size_t lines = bytes / kLineBytes;
+  if (lines == 0) return make_error("read_bandwidth: the buffer must hold at least one 64-byte line");
+  std::unique_ptr<uint8_t, FreeDeleter> buffer(static_cast<uint8_t*>(std::aligned_alloc(kLineBytes, lines * kLineBytes)));
+  if (!buffer) return make_error("read_bandwidth: cannot allocate " + std::to_string(lines * kLineBytes) + " bytes");
+
+  ThreadPool pool(threads);
+  const size_t parts = pool.size();
+  const auto part_of = [&](size_t index) {
+    return std::pair<size_t, size_t>{lines * index / parts, lines * (index + 1) / parts};
+  };
+  // Each thread first writes the part it later reads (page faults here, not in the timing).
+  pool.parallel_for(parts, [&](size_t thread, size_t, size_t) {
+    const auto [begin, end] = part_of(thread);
+    std::memset(buffer.get() + begin * kLineBytes, 1, (end - begin) * kLineBytes);
+  });
+
+  const LineSummer summer = best_line_summer();
+  std::vector<uint64_t> sums(parts);
+  std::vector<double> seconds;
+  for (uint32_t pass = 0; pass < repeats; ++pass) {
+    const auto start = Clock::now();
+    pool.parallel_for(parts, [&](size_t thread, size_t, size_t) {
+      const auto [begin, end] = part_of(thread);
+      sums[thread] = summer.sum(buffer.get() + begin * kLineBytes, end - begin);
+    });
+    seconds.push_back(seconds_since(start));
+  }
+  // Every byte is 1, so the sums are known: checking them keeps the loads from being dropped.
+  uint64_t total = 0;
+  for (uint64_t sum : sums) total += sum;
+  if (total != uint64_t{0x0101010101010101} * (lines * kLineBytes / 8))
+    return make_error("read_bandwidth: the summing loop returned a wrong total");
+
+  std::sort(seconds.begin(), seconds.end());
+  const double gb = static_cast<double>(lines * kLineBytes) / 1e9;
+  const size_t n = seconds.size();
+  const double median_seconds = n % 2 == 1 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+  BandwidthResult result;
+  result.best_gb_per_second = gb / seconds.front();
+  result.median_gb_per_second = gb / median_seconds;
+  result.buffer_bytes = lines * kLineBytes;
+  result.threads = static_cast<uint32_t>(parts);
+  result.passes = repeats;
+  result.instruction = summer.instruction;
+  return result;
+}
+
+std::string_view multiply_add_kind_name(MultiplyAddKind kind) {
+  switch (kind) {
+    case MultiplyAddKind::Fp32Fma: return "fp32_fma";
+    case MultiplyAddKind::Bf16Dot: return "bf16_dot";
+    case MultiplyAddKind::Int8Dot: return "int8_dot";
+  }
+  return "unknown";
+}
+
+std::vector<PeakRate> peak_multiply_add(uint32_t threads, double seconds_per_probe) {
+  ThreadPool pool(threads);
+  std::vector<PeakRate> rates;
+  for (const Probe& probe : available_probes()) rates.push_back(measure(pool, probe, seconds_per_probe));
+  return rates;
+}
+
+}  // namespace kipp::kernels

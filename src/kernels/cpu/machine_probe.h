@@ -1,0 +1,51 @@
+// What this machine can do at most, measured rather than looked up: the memory bandwidth a
+// read-only pass over a buffer far larger than the caches achieves, and the peak multiply-add
+// rates of the vector instructions the kernels may use. `kipp bench` compares the engine's
+// decode (memory-bound) and prefill (compute-bound) against these. Nothing here knows a model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace kipp::kernels {
+
+struct BandwidthResult {
+  double best_gb_per_second = 0;    // 1e9 bytes per second, the fastest pass
+  double median_gb_per_second = 0;  // the median pass
+  uint64_t buffer_bytes = 0;
+  uint32_t threads = 0;
+  uint32_t passes = 0;
+  std::string instruction;  // the load the summing loop ran on ("avx512f zmm", "avx2 ymm", "scalar")
+};
+
+inline constexpr uint64_t kDefaultBandwidthBytes = uint64_t{512} << 20;
+
+// Sums `bytes` (rounded down to whole 64-byte lines, split evenly over `threads` threads;
+// 0 = one per hardware thread) `repeats` times, timing each pass. The buffer is written once
+// before the first pass so page faults stay out of the timing. Fails only when the buffer
+// cannot be allocated or the arguments are zero.
+Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes = kDefaultBandwidthBytes,
+                                         uint32_t repeats = 10);
+
+enum class MultiplyAddKind { Fp32Fma, Bf16Dot, Int8Dot };
+std::string_view multiply_add_kind_name(MultiplyAddKind kind);  // "fp32_fma", "bf16_dot", "int8_dot"
+
+struct PeakRate {
+  MultiplyAddKind kind = MultiplyAddKind::Fp32Fma;
+  std::string instruction;  // e.g. "vfmadd231ps zmm"
+  double multiply_adds_per_second = 0;  // summed over all threads
+  double flops_per_second() const { return 2 * multiply_adds_per_second; }
+};
+
+// Peak rates on `threads` threads (0 = one per hardware thread), each probe running about
+// `seconds_per_probe` with independent accumulator chains so that throughput, not latency,
+// bounds it. FP32 is always measured (zmm FMA, ymm FMA or scalar, whichever this CPU has); the
+// BF16 (vdpbf16ps) and int8 (vpdpbusd) dot products only where the CPU has AVX512_BF16 /
+// AVX512_VNNI.
+std::vector<PeakRate> peak_multiply_add(uint32_t threads, double seconds_per_probe = 0.2);
+
+}  // namespace kipp::kernels

@@ -1,0 +1,321 @@
+#include "kernels/cpu/portable_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "format/quant.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/portable_ops.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kipp::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using FloatTag = hn::ScalableTag<float>;
+
+// Element-wise loops the compiler vectorizes for the target this copy is built for; they
+// compute exactly what the reference computes.
+void PrepareBf16(const float* x, size_t rows, size_t x_stride, size_t cols, uint16_t* out) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* in = x + r * x_stride;
+    uint16_t* row = out + r * cols;
+    for (size_t i = 0; i < cols; ++i) row[i] = f32_to_bf16(in[i]);
+  }
+}
+
+void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t* codes, float* scales,
+               int32_t* sums, float* scaled_sums) {
+  const size_t blocks = cols / kInputBlock;
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t b = 0; b < blocks; ++b) {
+      const float* values = x + r * x_stride + b * kInputBlock;
+      int8_t* q = codes + r * cols + b * kInputBlock;
+      float largest = 0;
+      for (size_t i = 0; i < kInputBlock; ++i) largest = std::max(largest, std::fabs(values[i]));
+      const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+      int32_t sum = 0;
+      for (size_t i = 0; i < kInputBlock; ++i) {
+        const float code = std::min(127.0f, std::max(-127.0f, std::nearbyint(values[i] * inverse)));
+        q[i] = static_cast<int8_t>(code);
+        sum += q[i];
+      }
+      const size_t block = r * blocks + b;
+      scales[block] = largest / 127.0f;
+      sums[block] = sum;
+      scaled_sums[block] = scales[block] * static_cast<float>(sum);
+    }
+}
+
+float DotF32(const float* a, const float* b, size_t n) {
+  const FloatTag d;
+  const size_t lanes = hn::Lanes(d);
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    sum0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), sum0);
+    sum1 = hn::MulAdd(hn::LoadU(d, a + i + lanes), hn::LoadU(d, b + i + lanes), sum1);
+  }
+  for (; i + lanes <= n; i += lanes) sum0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), sum0);
+  float total = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+  for (; i < n; ++i) total += a[i] * b[i];
+  return total;
+}
+
+float DotBf16(const uint16_t* a, const uint16_t* b, size_t n) {
+  const FloatTag d;
+  const hn::Rebind<hwy::bfloat16_t, FloatTag> dbf;
+  const size_t lanes = hn::Lanes(d);
+  auto sum = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto x = hn::PromoteTo(d, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(a + i)));
+    const auto w = hn::PromoteTo(d, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(b + i)));
+    sum = hn::MulAdd(x, w, sum);
+  }
+  float total = hn::GetLane(hn::SumOfLanes(d, sum));
+  for (; i < n; ++i) total += bf16_to_f32(a[i]) * bf16_to_f32(b[i]);
+  return total;
+}
+
+// Q8 products as the reference computes them (exact integer block sums, blocks added in order):
+// the integer loops vectorize, the float sequence is the reference's.
+float DotQ8_0(const BlockQ8_0* w, const PreparedInput& in, size_t row) {
+  const size_t blocks = in.cols / kInputBlock;
+  const int8_t* codes = in.q8 + row * in.cols;
+  float sum = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t block_sum = 0;
+    for (size_t i = 0; i < kInputBlock; ++i) block_sum += int32_t{w[b].q[i]} * codes[b * kInputBlock + i];
+    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[row * blocks + b] * static_cast<float>(block_sum);
+  }
+  return sum;
+}
+
+float DotAffine4(const BlockAffine4* w, const PreparedInput& in, size_t row) {
+  const size_t blocks = in.cols / kInputBlock;
+  const int8_t* codes = in.q8 + row * in.cols;
+  float sum = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    int32_t block_sum = 0;
+    const int8_t* x = codes + b * kInputBlock;
+    for (size_t i = 0; i < kInputBlock / 2; ++i)
+      block_sum += int32_t{w[b].nibbles[i] & 0x0F} * x[i] + int32_t{w[b].nibbles[i] >> 4} * x[i + kInputBlock / 2];
+    const size_t block = row * blocks + b;
+    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[block] * static_cast<float>(block_sum) +
+           f16_to_f32(w[b].min_f16) * in.q8_scaled_sum[block];
+  }
+  return sum;
+}
+
+void Matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  if (w.type != GgmlType::BF16 && w.type != GgmlType::Q8_0 && w.type != GgmlType::Q4_1 && w.type != GgmlType::F32) {
+    ref::matmul(w, in, out, out_stride);
+    return;
+  }
+  for (size_t o = 0; o < w.rows; ++o) {
+    const uint8_t* weights = w.data + o * w.row_bytes;
+    for (size_t r = 0; r < in.rows; ++r) {
+      float value = 0;
+      if (w.type == GgmlType::BF16) {
+        value = DotBf16(in.bf16 + r * in.cols, reinterpret_cast<const uint16_t*>(weights), w.cols);
+      } else if (w.type == GgmlType::Q8_0) {
+        value = DotQ8_0(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
+      } else if (w.type == GgmlType::Q4_1) {
+        value = DotAffine4(reinterpret_cast<const BlockAffine4*>(weights), in, r);
+      } else {
+        value = DotF32(reinterpret_cast<const float*>(weights), in.f32 + r * in.f32_stride, w.cols);
+      }
+      out[r * out_stride + o] = value;
+    }
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, float* out, size_t n, float eps) {
+  const float inverse_rms =
+      1.0f / std::sqrt(DotF32(x, x, n) / static_cast<float>(n) + eps);
+  const FloatTag d;
+  const size_t lanes = hn::Lanes(d);
+  const auto scale = hn::Set(d, inverse_rms);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, x + i), scale), hn::LoadU(d, weight + i)), d, out + i);
+  for (; i < n; ++i) out[i] = x[i] * inverse_rms * weight[i];
+}
+
+void Rope(float* x, size_t heads, size_t head_dim, const float* cos, const float* sin) {
+  const size_t half = head_dim / 2;
+  for (size_t h = 0; h < heads; ++h) {
+    float* first = x + h * head_dim;
+    float* second = first + half;
+    for (size_t i = 0; i < half; ++i) {
+      const float a = first[i], b = second[i];
+      first[i] = a * cos[i] - b * sin[i];
+      second[i] = b * cos[i] + a * sin[i];
+    }
+  }
+}
+
+// acc = acc * keep + weight * value for head_dim floats of a BF16 value vector.
+void ScaleAddBf16(float* acc, float keep, float weight, const uint16_t* value, size_t n) {
+  const FloatTag d;
+  const hn::Rebind<hwy::bfloat16_t, FloatTag> dbf;
+  const size_t lanes = hn::Lanes(d);
+  const auto keep_v = hn::Set(d, keep), weight_v = hn::Set(d, weight);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto v = hn::PromoteTo(d, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(value + i)));
+    hn::StoreU(hn::MulAdd(weight_v, v, hn::Mul(hn::LoadU(d, acc + i), keep_v)), d, acc + i);
+  }
+  for (; i < n; ++i) acc[i] = acc[i] * keep + weight * bf16_to_f32(value[i]);
+}
+
+float DotF32Bf16(const float* a, const uint16_t* b, size_t n) {
+  const FloatTag d;
+  const hn::Rebind<hwy::bfloat16_t, FloatTag> dbf;
+  const size_t lanes = hn::Lanes(d);
+  auto sum0 = hn::Zero(d), sum1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * lanes <= n; i += 2 * lanes) {
+    sum0 = hn::MulAdd(hn::LoadU(d, a + i),
+                      hn::PromoteTo(d, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(b + i))), sum0);
+    sum1 = hn::MulAdd(hn::LoadU(d, a + i + lanes),
+                      hn::PromoteTo(d, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(b + i + lanes))), sum1);
+  }
+  for (; i + lanes <= n; i += lanes)
+    sum0 = hn::MulAdd(hn::LoadU(d, a + i),
+                      hn::PromoteTo(d, hn::LoadU(dbf, reinterpret_cast<const hwy::bfloat16_t*>(b + i))), sum0);
+  float total = hn::GetLane(hn::SumOfLanes(d, hn::Add(sum0, sum1)));
+  for (; i < n; ++i) total += a[i] * bf16_to_f32(b[i]);
+  return total;
+}
+
+void Attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
+               float* out) {
+  const size_t group = heads / kv.kv_heads, hd = kv.head_dim;
+  const size_t kv_width = kv.kv_heads * hd;
+  for (size_t h = 0; h < heads; ++h) {
+    const float* query = q + h * hd;
+    const size_t head_offset = (h / group) * hd;
+    float* result = out + h * hd;
+    std::fill(result, result + hd, 0.0f);
+    float running_max = -INFINITY, total = 0;
+    for (size_t start = 0; start < length; start += kKvBlockPositions) {
+      const uint16_t* block = kv.blocks[start / kKvBlockPositions];
+      const size_t count = std::min(kKvBlockPositions, length - start);
+      float block_max = -INFINITY;
+      for (size_t t = 0; t < count; ++t) {
+        scores[t] = DotF32Bf16(query, block + kv.k_offset + t * kv_width + head_offset, hd) * scale;
+        block_max = std::max(block_max, scores[t]);
+      }
+      // Rescale what was summed so far to the new maximum, then add this block.
+      const float new_max = std::max(running_max, block_max);
+      const float keep = std::exp(running_max - new_max);
+      total *= keep;
+      for (size_t t = 0; t < count; ++t) {
+        const float weight = std::exp(scores[t] - new_max);
+        total += weight;
+        ScaleAddBf16(result, t == 0 ? keep : 1.0f, weight, block + kv.v_offset + t * kv_width + head_offset, hd);
+      }
+      running_max = new_max;
+    }
+    const FloatTag d;
+    const size_t lanes = hn::Lanes(d);
+    const auto inverse = hn::Set(d, 1.0f / total);
+    size_t i = 0;
+    for (; i + lanes <= hd; i += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, result + i), inverse), d, result + i);
+    for (; i < hd; ++i) result[i] *= 1.0f / total;
+  }
+}
+
+void Swiglu(const float* gate, const float* up, float* out, size_t n) {
+  const FloatTag d;
+  const size_t lanes = hn::Lanes(d);
+  const auto one = hn::Set(d, 1.0f);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto g = hn::LoadU(d, gate + i);
+    const auto sigmoid = hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(g))));
+    hn::StoreU(hn::Mul(hn::Mul(g, sigmoid), hn::LoadU(d, up + i)), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void Add(float* acc, const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += x[i];
+}
+
+void StoreBf16(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = f32_to_bf16(in[i]);
+}
+
+}  // namespace kipp::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kipp::kernels::portable {
+
+HWY_EXPORT(PrepareBf16);
+HWY_EXPORT(PrepareQ8);
+HWY_EXPORT(Matmul);
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(Rope);
+HWY_EXPORT(Attention);
+HWY_EXPORT(Swiglu);
+HWY_EXPORT(Add);
+HWY_EXPORT(StoreBf16);
+
+PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
+                            void* storage) {
+  PreparedInput in;
+  in.format = format;
+  in.rows = rows;
+  in.cols = cols;
+  if (format == InputFormat::F32) {
+    in.f32 = x;
+    in.f32_stride = x_stride;
+  } else if (format == InputFormat::BF16) {
+    auto* out = static_cast<uint16_t*>(storage);
+    HWY_DYNAMIC_DISPATCH(PrepareBf16)(x, rows, x_stride, cols, out);
+    in.bf16 = out;
+  } else {
+    const size_t blocks = cols / kInputBlock;
+    auto* codes = static_cast<int8_t*>(storage);
+    auto* scales = reinterpret_cast<float*>(codes + rows * cols);
+    auto* sums = reinterpret_cast<int32_t*>(scales + rows * blocks);
+    auto* scaled_sums = reinterpret_cast<float*>(sums + rows * blocks);
+    HWY_DYNAMIC_DISPATCH(PrepareQ8)(x, rows, x_stride, cols, codes, scales, sums, scaled_sums);
+    in.q8 = codes;
+    in.q8_scale = scales;
+    in.q8_sum = sums;
+    in.q8_scaled_sum = scaled_sums;
+  }
+  return in;
+}
+
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(Matmul)(w, in, out, out_stride);
+}
+void rms_norm(const float* x, const float* weight, float* out, size_t n, float eps) {
+  HWY_DYNAMIC_DISPATCH(RmsNorm)(x, weight, out, n, eps);
+}
+void rope(float* x, size_t heads, size_t head_dim, const float* cos, const float* sin) {
+  HWY_DYNAMIC_DISPATCH(Rope)(x, heads, head_dim, cos, sin);
+}
+void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
+               float* out) {
+  HWY_DYNAMIC_DISPATCH(Attention)(q, heads, kv, length, scale, scores, out);
+}
+void swiglu(const float* gate, const float* up, float* out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(Swiglu)(gate, up, out, n);
+}
+void add(float* acc, const float* x, size_t n) { HWY_DYNAMIC_DISPATCH(Add)(acc, x, n); }
+void store_bf16(const float* in, uint16_t* out, size_t n) { HWY_DYNAMIC_DISPATCH(StoreBf16)(in, out, n); }
+
+}  // namespace kipp::kernels::portable
+#endif  // HWY_ONCE

@@ -1,0 +1,25 @@
+// Kernels written once with Google Highway and compiled for every SIMD target it knows (SSE4,
+// AVX2, AVX-512, ...; a scalar fallback elsewhere); the best one this CPU runs is picked at
+// start-up. Each has its reference's contract (kernels/ref/ops.h). Input preparation, BF16
+// storage and RoPE compute exactly the reference's values; the rest differ from it only in the
+// order float sums are added (and exp() in its last bits).
+#pragma once
+
+#include "kernels/ref/ops.h"
+
+namespace kipp::kernels::portable {
+
+PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
+                            void* storage);
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
+void rms_norm(const float* x, const float* weight, float* out, size_t n, float eps);
+void rope(float* x, size_t heads, size_t head_dim, const float* cos, const float* sin);
+// Streams over the K/V blocks with an online softmax: one block of scores at a time, so memory
+// does not grow with the context; `scores` needs kKvBlockPositions floats.
+void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
+               float* out);
+void swiglu(const float* gate, const float* up, float* out, size_t n);
+void add(float* acc, const float* x, size_t n);
+void store_bf16(const float* in, uint16_t* out, size_t n);
+
+}  // namespace kipp::kernels::portable

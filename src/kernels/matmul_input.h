@@ -1,0 +1,43 @@
+// The input side of a matrix product. Products never multiply weights with raw floats: the
+// input rows are first prepared in the format that goes with the weight type, once per step for
+// every matrix that reads them, and every implementation (the scalar reference and each SIMD
+// variant) multiplies the same prepared values. So the variants differ only in the order their
+// float sums are added, and a row's result never depends on which other rows share the step.
+//   F32, F16 weights   -> F32 inputs, unchanged
+//   BF16 weights       -> BF16 inputs, rounded to nearest even (each product is exact in FP32,
+//                         which is what lets AVX512-BF16 multiply two BF16 vectors at once)
+//   Q8_0, Q4_1 weights -> Q8 inputs: per block of 32, an FP32 scale d = max|x| / 127 and codes
+//                         q = round-to-even(x / d) in [-127, 127] (integer block sums are exact)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "format/ggml_types.h"
+
+namespace kipp::kernels {
+
+enum class InputFormat { F32, BF16, Q8 };
+
+InputFormat input_format(GgmlType weight_type);
+
+inline constexpr size_t kInputBlock = 32;
+
+// A view of `rows` prepared rows of `cols` values (cols a multiple of 32 for Q8).
+struct PreparedInput {
+  InputFormat format = InputFormat::F32;
+  size_t rows = 0;
+  size_t cols = 0;
+  const float* f32 = nullptr;  // F32: row r at f32 + r * f32_stride (the caller's floats)
+  size_t f32_stride = 0;
+  const uint16_t* bf16 = nullptr;  // BF16: rows * cols
+  const int8_t* q8 = nullptr;      // Q8: rows * cols codes
+  const float* q8_scale = nullptr;       // Q8: rows * cols / 32 scales d
+  const int32_t* q8_sum = nullptr;       // Q8: rows * cols / 32 code sums
+  const float* q8_scaled_sum = nullptr;  // Q8: rows * cols / 32 values d * (code sum), in FP32
+};
+
+// Bytes of storage prepare_input needs for `rows` x `cols` in `format` (0 for F32).
+size_t prepared_input_bytes(InputFormat format, size_t rows, size_t cols);
+
+}  // namespace kipp::kernels
