@@ -11,6 +11,8 @@ upcasts the BF16 weights to FP32 and computes, in FP32:
   --round-kv-bf16, as Kipp's KV cache stores them] -> causal grouped-query
   attention -> o_proj + residual -> RMSNorm -> SwiGLU down(silu(gate) * up) +
   residual; final RMSNorm; head = embedding^T when tied, lm_head otherwise.
+With --round-inputs-bf16 every matrix product's input is rounded to BF16 first, as
+Kipp's CPU kernels do for BF16 weights (so the products multiply BF16 by BF16).
 
 RoPE angles are computed in float64 (position * theta^(-2i/d)) and their cos/sin
 rounded to float32; Hugging Face computes the angle in float32, which differs by
@@ -193,8 +195,12 @@ def round_bf16(x):
     return x.to(torch.bfloat16).to(torch.float32)
 
 
-def forward(ckpt, ids, all_positions=False, round_kv_bf16=False, dump=False):
-    """Returns (logits [vocab] or [n, vocab], intermediates dict)."""
+def forward(ckpt, ids, all_positions=False, round_kv_bf16=False, dump=False, round_inputs_bf16=False):
+    """Returns (logits [vocab] or [n, vocab], intermediates dict).
+
+    round_inputs_bf16: every matrix product's input is rounded to BF16 first, as Kipp's CPU
+    kernels do for BF16 weights (the products themselves stay FP32)."""
+    inp = round_bf16 if round_inputs_bf16 else (lambda t: t)
     d = model_dims(ckpt.config)
     n = len(ids)
     h, nh, nkv, hd = d["hidden"], d["heads"], d["kv_heads"], d["head_dim"]
@@ -221,6 +227,7 @@ def forward(ckpt, ids, all_positions=False, round_kv_bf16=False, dump=False):
         p = f"model.layers.{i}."
         w = lambda name, shape: ckpt.tensor(p + name, shape)
         hn = rms_norm(x, w("input_layernorm.weight", (h,)), d["eps"])
+        hn = inp(hn)
         q = (hn @ w("self_attn.q_proj.weight", (nh * hd, h)).T).view(n, nh, hd)
         k = (hn @ w("self_attn.k_proj.weight", (nkv * hd, h)).T).view(n, nkv, hd)
         v = (hn @ w("self_attn.v_proj.weight", (nkv * hd, h)).T).view(n, nkv, hd)
@@ -239,14 +246,15 @@ def forward(ckpt, ids, all_positions=False, round_kv_bf16=False, dump=False):
             scores = (qg @ kg.T) * scale + mask                           # [group, n, n]
             probs = torch.softmax(scores, dim=-1)
             attn[:, g * group:(g + 1) * group, :] = (probs @ vg).transpose(0, 1)
-        a = attn.reshape(n, nh * hd) @ w("self_attn.o_proj.weight", (h, nh * hd)).T
+        a = inp(attn.reshape(n, nh * hd)) @ w("self_attn.o_proj.weight", (h, nh * hd)).T
         x = x + a
         if dump and i == 0:
             inter["layer0_attention"] = a.clone()
         hn = rms_norm(x, w("post_attention_layernorm.weight", (h,)), d["eps"])
+        hn = inp(hn)
         gate = hn @ w("mlp.gate_proj.weight", (d["ffn"], h)).T
         up = hn @ w("mlp.up_proj.weight", (d["ffn"], h)).T
-        x = x + (torch.nn.functional.silu(gate) * up) @ w("mlp.down_proj.weight", (h, d["ffn"])).T
+        x = x + inp(torch.nn.functional.silu(gate) * up) @ w("mlp.down_proj.weight", (h, d["ffn"])).T
         if dump and i == 0:
             inter["layer0_output"] = x.clone()
 
@@ -256,7 +264,7 @@ def forward(ckpt, ids, all_positions=False, round_kv_bf16=False, dump=False):
     head = embed if d["tied"] else ckpt.tensor("lm_head.weight", (d["vocab"], h))
     rows = range(n) if all_positions else [n - 1]
     # Row by row (matrix-vector), so each row's logits do not depend on which rows are computed.
-    logits = torch.stack([head @ xn[r] for r in rows])
+    logits = torch.stack([head @ inp(xn[r]) for r in rows])
     if not all_positions:
         logits = logits[0]
     return logits, inter
@@ -303,6 +311,8 @@ def parse_args(argv):
     p.add_argument("--all-positions", action="store_true", help="logits for every position ([n, vocab])")
     p.add_argument("--round-kv-bf16", action="store_true",
                    help="round K (after RoPE) and V to BF16 (nearest even), as Kipp's KV cache stores them")
+    p.add_argument("--round-inputs-bf16", action="store_true",
+                   help="round each matrix product's input to BF16, as Kipp's CPU kernels do for BF16 weights")
     p.add_argument("--dump-intermediates", action="store_true",
                    help="also save embedding, layer0_attention, layer0_output and final_norm (all positions)")
     p.add_argument("--out", metavar="OUT.npz", help="write arrays to this .npz file")
@@ -344,7 +354,8 @@ def main(argv=None):
         with torch.no_grad():
             ckpt = Checkpoint(args.model)
             logits, inter = forward(ckpt, ids, all_positions=args.all_positions,
-                                    round_kv_bf16=args.round_kv_bf16, dump=args.dump_intermediates)
+                                    round_kv_bf16=args.round_kv_bf16, dump=args.dump_intermediates,
+                                    round_inputs_bf16=args.round_inputs_bf16)
         seconds = time.time() - t0
         arrays = {"logits": logits.numpy().astype(np.float32, copy=False),
                   "ids": np.asarray(ids, dtype=np.int64)}
@@ -355,6 +366,7 @@ def main(argv=None):
             "ids": ids,
             "all_positions": args.all_positions,
             "round_kv_bf16": args.round_kv_bf16,
+            "round_inputs_bf16": args.round_inputs_bf16,
             "threads": args.threads,
             "torch_version": torch.__version__,
             "arrays": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in arrays.items()},

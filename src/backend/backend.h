@@ -59,7 +59,7 @@ struct BackendOptions {
   uint32_t threads = 0;
   // The CPU kernel table by name (kernels/cpu/kernels.h); empty: the fastest this CPU runs.
   // A test hook: the reference and the SIMD kernels must agree.
-  std::string kernels;
+  std::string kernels = {};
 };
 
 class Backend {

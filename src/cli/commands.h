@@ -26,6 +26,8 @@ void register_average(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);
 void register_plot(CLI::App& app, Action& action);  // kipp plot RUN_DIR: loss curves as SVG
 void register_data(CLI::App& app, Action& action);  // data preview
+void register_serve(CLI::App& app, Action& action);  // the OpenAI-compatible server
+void register_bench(CLI::App& app, Action& action);  // prefill/decode/batch speed against measured limits
 
 // Prints "kipp: error: <message>" on stderr and returns the failure exit code.
 int fail(const std::string& message);

@@ -28,11 +28,13 @@ int main(int argc, char** argv) {
   kipp::cli::register_generate(app, action);
   kipp::cli::register_render(app, action);
   kipp::cli::register_chat(app, action);
+  kipp::cli::register_serve(app, action);
   kipp::cli::register_train(app, action);
   kipp::cli::register_average(app, action);
   kipp::cli::register_eval(app, action);
   kipp::cli::register_plot(app, action);
   kipp::cli::register_data(app, action);
+  kipp::cli::register_bench(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

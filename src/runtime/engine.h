@@ -28,7 +28,7 @@ struct EngineOptions {
   uint32_t pool_blocks = 0;
   uint32_t max_step_tokens = 128;
   uint32_t threads = 0;  // 0: one per hardware thread (see BackendOptions)
-  std::string kernels;   // CPU kernel table by name; empty: the fastest (see BackendOptions)
+  std::string kernels = {};  // CPU kernel table by name; empty: the fastest (see BackendOptions)
   bool verify_content_hash = true;
 };
 

@@ -2,7 +2,8 @@
 //   engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR
 // MODEL.gguf is the BF16 conversion of HF_DIR, the checkpoint the reference reads.
 // (a) Full-prompt logits: for each prompt (tokenized by the engine), the logits of every
-//     position match the reference's (K/V rounded to BF16 as the cache stores them): the same
+//     position match the reference's (K/V rounded to BF16 as the cache stores them, and every
+//     product's input rounded to BF16 as the kernels do for BF16 weights): the same
 //     argmax and NMSE <= 5e-5 per position; layer 0's intermediates and the final norm match
 //     too, and the embedding rows are exact.
 // (b) Cached decode: a prompt and then greedy tokens one at a time through one session give
@@ -180,7 +181,7 @@ Expected<fs::path> run_reference(const Inputs& inputs, const std::string& label,
   const std::string command =
       shell_quoted(inputs.python) + " " + shell_quoted(inputs.reference_script) + " --model " +
       shell_quoted(inputs.hf_dir) + " --ids-file " + shell_quoted(ids_path.string()) +
-      " --all-positions --round-kv-bf16 --threads 1" + (dump_intermediates ? " --dump-intermediates" : "") +
+      " --all-positions --round-kv-bf16 --round-inputs-bf16 --threads 1" + (dump_intermediates ? " --dump-intermediates" : "") +
       " --out-dir " + shell_quoted(dir.string()) + " > " + shell_quoted(log_path.string()) + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   if (std::system(command.c_str()) != 0) {

@@ -11,7 +11,7 @@ What is the capital of France?<|im_end|>
 '
 ids="$("$kipp" tokenize -m "$gguf" --no-verify --text "$prompt" | tr ' ' ',')"
 "$kipp" logits -m "$gguf" --no-verify --ids "$ids" -o "$scratch/kipp.f32" | tee "$scratch/kipp.txt"
-/usr/bin/python3 "$reference" --model "$hf" --ids "$ids" --round-kv-bf16 --threads 1 --out-dir "$scratch/ref" >/dev/null
+/usr/bin/python3 "$reference" --model "$hf" --ids "$ids" --round-kv-bf16 --round-inputs-bf16 --threads 1 --out-dir "$scratch/ref" >/dev/null
 /usr/bin/python3 - "$scratch" <<'PY'
 import re, sys
 import numpy as np

@@ -19,7 +19,7 @@ namespace {
 
 // Outputs computed per pass over a block of inputs: a block of weight rows stays in L2 while
 // every row tile of the input streams past it.
-constexpr size_t kOutputsPerBlock = 32;
+constexpr size_t kOutputsPerBlock = 8;
 constexpr int kMaxRows = 4;
 constexpr int kMaxOutputs = 8;
 
@@ -37,6 +37,43 @@ KIPP_AVX512 inline float f16(uint16_t bits) { return _cvtsh_ss(bits); }
 // Lanes 0-7 = a, lanes 8-15 = b: one value per 32-element block of a 64-byte step.
 KIPP_AVX512 inline __m512 pair(float a, float b) {
   return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
+}
+
+KIPP_AVX512 inline __m512 add_pairs(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
+}
+KIPP_AVX512 inline __m512 add_quads(__m512 ab, __m512 cd) {
+  const __m512d x = _mm512_castps_pd(ab), y = _mm512_castps_pd(cd);
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+}
+KIPP_AVX512 inline __m512 add_halves(__m512 a, __m512 b) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Lane j = the sum of the lanes of v[j], for 16 accumulators at once (a transposing tree). Every
+// accumulator is summed by the same tree, whichever slot it occupies, so results do not
+// depend on the tile shape.
+KIPP_AVX512 inline __m512 reduce16(const __m512 (&v)[16]) {
+  const __m512 q0 = add_quads(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));
+  const __m512 q1 = add_quads(add_pairs(v[4], v[5]), add_pairs(v[6], v[7]));
+  const __m512 q2 = add_quads(add_pairs(v[8], v[9]), add_pairs(v[10], v[11]));
+  const __m512 q3 = add_quads(add_pairs(v[12], v[13]), add_pairs(v[14], v[15]));
+  return add_halves(add_halves(q0, q1), add_halves(q2, q3));
+}
+
+// Writes acc[r][c] reduced to out[r * out_stride + c].
+template <int R, int C>
+KIPP_AVX512 inline void store_reduced(const __m512 (&acc)[R][C], float* out, size_t out_stride) {
+  constexpr int kCount = R * C;
+  for (int first = 0; first < kCount; first += 16) {
+    __m512 group[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      group[i] = first + i < kCount ? acc[(first + i) / C][(first + i) % C] : _mm512_setzero_ps();
+    alignas(64) float sums[16];
+    _mm512_store_ps(sums, reduce16(group));
+    for (int i = 0; i < 16 && first + i < kCount; ++i) out[((first + i) / C) * out_stride + (first + i) % C] = sums[i];
+  }
 }
 
 template <int R, int C>
@@ -61,10 +98,7 @@ KIPP_AVX512 void bf16_tile(const Tile& t) {
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, w[c]);
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) t.out[r * t.out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+  store_reduced<R, C>(acc, t.out, t.out_stride);
 }
 
 // Q8_0 codes are signed, and VPDPBUSD multiplies unsigned by signed bytes: the weight codes
@@ -108,10 +142,7 @@ KIPP_AVX512 void q8_0_tile(const Tile& t) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) t.out[r * t.out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+  store_reduced<R, C>(acc, t.out, t.out_stride);
 }
 
 // affine4: codes 0..15 are already unsigned. Byte j of a block holds code j (low nibble) and
@@ -161,10 +192,7 @@ KIPP_AVX512 void affine4_tile(const Tile& t) {
       }
     }
   }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) t.out[r * t.out_stride + c] = _mm512_reduce_add_ps(acc[r][c]);
+  store_reduced<R, C>(acc, t.out, t.out_stride);
 }
 
 using TileFn = void (*)(const Tile&);
@@ -203,7 +231,7 @@ constexpr TileTable<Kernel> make_table() {
 }
 
 // With one or two input rows (decoding) a tile covers 8 outputs, so 8 weight rows stream at
-// once; with more, 4 x 4 accumulators leave registers for the loads.
+// once; with more, up to 6 x 4 accumulators leave registers for the loads.
 template <template <int, int> class Kernel>
 void run_tiles(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   static constexpr TileTable<Kernel> table = make_table<Kernel>();

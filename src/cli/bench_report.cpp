@@ -1,0 +1,251 @@
+#include "cli/bench_report.h"
+
+#include <cstdio>
+#include <string>
+
+#include "cli/bench_costs.h"
+#include "kernels/cpu/kernels.h"
+
+namespace kipp::cli {
+namespace {
+
+// The peak a prefill on `type` weights is held against: that type's instruction when this CPU
+// has it, else FP32 FMA.
+const kernels::PeakRate* prefill_peak(const std::vector<kernels::PeakRate>& peaks, GgmlType type) {
+  const kernels::MultiplyAddKind wanted = projection_multiply_add_kind(type);
+  for (const kernels::PeakRate& peak : peaks)
+    if (peak.kind == wanted) return &peak;
+  for (const kernels::PeakRate& peak : peaks)
+    if (peak.kind == kernels::MultiplyAddKind::Fp32Fma) return &peak;
+  return nullptr;
+}
+
+nlohmann::ordered_json spread_json(const RateSpread& spread) {
+  return {{"median", spread.median}, {"min", spread.min}, {"max", spread.max}};
+}
+
+nlohmann::ordered_json optional_number(std::optional<double> value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
+
+std::string gigabytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f GB", bytes / 1e9);
+  return text;
+}
+
+std::string mebibytes(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1 << 20));
+  return text;
+}
+
+std::string percent(double fraction) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f%%", 100 * fraction);
+  return text;
+}
+
+struct PrefillFigures {
+  double flops = 0;
+  double flops_per_second = 0;
+  const kernels::PeakRate* peak = nullptr;
+  std::optional<double> fraction_of_peak;
+};
+
+PrefillFigures prefill_figures(const Model& model, const BenchResult& result, const PrefillRun& run) {
+  PrefillFigures figures;
+  figures.flops = prefill_flops(model, run.tokens);
+  figures.flops_per_second = figures.flops * run.tokens_per_second.median / run.tokens;
+  figures.peak = prefill_peak(result.peaks, model.weights().layers.front().attn_q.type);
+  if (figures.peak) figures.fraction_of_peak = figures.flops_per_second / figures.peak->flops_per_second();
+  return figures;
+}
+
+struct DecodeFigures {
+  double weight_bytes = 0;
+  double kv_bytes = 0;
+  double bytes_per_token = 0;
+  double gb_per_second = 0;
+  std::optional<double> bandwidth_fraction;
+};
+
+DecodeFigures decode_figures(const Model& model, const BenchResult& result) {
+  DecodeFigures figures;
+  figures.weight_bytes = static_cast<double>(decode_weight_bytes(model));
+  figures.kv_bytes = decode_kv_bytes(model.config(), result.decode.mean_positions);
+  figures.bytes_per_token = figures.weight_bytes + figures.kv_bytes;
+  figures.gb_per_second = figures.bytes_per_token * result.decode.tokens_per_second.median / 1e9;
+  if (result.bandwidth) figures.bandwidth_fraction = figures.gb_per_second / result.bandwidth->best_gb_per_second;
+  return figures;
+}
+
+std::optional<double> batch_speedup(const BenchResult& result) {
+  if (!result.batch || result.decode.tokens_per_second.median <= 0) return std::nullopt;
+  return result.batch->tokens_per_second.median / result.decode.tokens_per_second.median;
+}
+
+}  // namespace
+
+nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& result) {
+  const Model& model = engine.model();
+  const ModelConfig& c = model.config();
+  nlohmann::ordered_json out;
+  out["command"] = result.command;
+  nlohmann::ordered_json flags;
+  for (const auto& [name, present] : result.machine.flags) flags[name] = present;
+  out["machine"] = {{"cpu", result.machine.cpu_model},
+                    {"hardware_threads", result.machine.hardware_threads},
+                    {"memory_bytes", result.machine.memory_bytes},
+                    {"flags", flags}};
+  out["model"] = {{"path", model.path()},
+                  {"file_bytes", model.file_size()},
+                  {"quant_scheme", std::string(quant_scheme_name(model.provenance().scheme))},
+                  {"projection_dtype", std::string(ggml_type_name(model.weights().layers.front().attn_q.type))},
+                  {"embedding_dtype", std::string(ggml_type_name(model.weights().token_embedding.type))},
+                  {"output_dtype", std::string(ggml_type_name(model.weights().output.type))},
+                  {"parameter_count", c.parameter_count()},
+                  {"config",
+                   {{"hidden_size", c.hidden_size},
+                    {"num_layers", c.num_layers},
+                    {"num_heads", c.num_heads},
+                    {"num_kv_heads", c.num_kv_heads},
+                    {"head_dim", c.head_dim},
+                    {"ffn_size", c.ffn_size},
+                    {"vocab_size", c.vocab_size},
+                    {"context_length", c.context_length},
+                    {"tie_embeddings", c.tie_embeddings}}}};
+  out["engine"] = {{"backend", engine.backend().name()},
+                   {"kernels", kernels::cpu_kernels().name},
+                   {"threads", result.threads},
+                   {"max_step_tokens", result.max_step_tokens},
+                   {"scratch_bytes", engine.backend().scratch_bytes()}};
+
+  if (result.bandwidth) {
+    const kernels::BandwidthResult& bw = *result.bandwidth;
+    auto peaks = nlohmann::ordered_json::array();
+    for (const kernels::PeakRate& peak : result.peaks)
+      peaks.push_back({{"kind", std::string(kernels::multiply_add_kind_name(peak.kind))},
+                       {"instruction", peak.instruction},
+                       {"multiply_adds_per_second", peak.multiply_adds_per_second},
+                       {"flops_per_second", peak.flops_per_second()}});
+    out["probes"] = {{"read_bandwidth",
+                      {{"best_gb_per_second", bw.best_gb_per_second},
+                       {"median_gb_per_second", bw.median_gb_per_second},
+                       {"buffer_bytes", bw.buffer_bytes},
+                       {"passes", bw.passes},
+                       {"threads", bw.threads},
+                       {"instruction", bw.instruction}}},
+                     {"peak_multiply_add", peaks}};
+  } else {
+    out["probes"] = nullptr;
+  }
+
+  auto prefills = nlohmann::ordered_json::array();
+  for (const PrefillRun& run : result.prefills) {
+    const PrefillFigures f = prefill_figures(model, result, run);
+    prefills.push_back(
+        {{"tokens", run.tokens},
+         {"repeats", run.repeats},
+         {"tokens_per_second", spread_json(run.tokens_per_second)},
+         {"flops", f.flops},
+         {"flops_per_second", f.flops_per_second},
+         {"peak_kind", f.peak ? nlohmann::ordered_json(std::string(kernels::multiply_add_kind_name(f.peak->kind)))
+                              : nlohmann::ordered_json(nullptr)},
+         {"peak_instruction", f.peak ? nlohmann::ordered_json(f.peak->instruction) : nlohmann::ordered_json(nullptr)},
+         {"peak_flops_per_second", f.peak ? nlohmann::ordered_json(f.peak->flops_per_second()) : nlohmann::ordered_json(nullptr)},
+         {"fraction_of_peak", optional_number(f.fraction_of_peak)}});
+  }
+  out["prefill"] = prefills;
+
+  const DecodeRun& d = result.decode;
+  const DecodeFigures f = decode_figures(model, result);
+  out["decode"] = {{"prompt_tokens", d.prompt_tokens},
+                   {"generated_tokens", d.generated_tokens},
+                   {"tokens_per_second", spread_json(d.tokens_per_second)},
+                   {"mean_tokens_per_second", d.mean_tokens_per_second},
+                   {"mean_context_positions", d.mean_positions},
+                   {"weight_bytes_per_token", f.weight_bytes},
+                   {"kv_bytes_read_per_token", f.kv_bytes},
+                   {"bytes_per_token", f.bytes_per_token},
+                   {"achieved_gb_per_second", f.gb_per_second},
+                   {"bandwidth_fraction", optional_number(f.bandwidth_fraction)}};
+  if (result.batch) {
+    out["batch"] = {{"sequences", result.batch->sequences},
+                    {"prompt_tokens", result.batch->prompt_tokens},
+                    {"steps", result.batch->steps},
+                    {"aggregate_tokens_per_second", spread_json(result.batch->tokens_per_second)},
+                    {"speedup_vs_single_sequence", optional_number(batch_speedup(result))}};
+  } else {
+    out["batch"] = nullptr;
+  }
+  out["memory"] = {{"rss_bytes", result.memory.rss_bytes},
+                   {"peak_rss_bytes", result.memory.peak_rss_bytes},
+                   {"peak_rss_excludes_probes", result.peak_rss_reset || !result.bandwidth},
+                   {"kv_bytes_per_token", c.kv_bytes_per_token()},
+                   {"kv_bytes_per_session", d.session_kv_bytes},
+                   {"kv_session_capacity_positions", d.session_capacity}};
+  return out;
+}
+
+void print_bench_table(const Engine& engine, const BenchResult& result) {
+  const Model& model = engine.model();
+  const std::string dtype(ggml_type_name(model.weights().layers.front().attn_q.type));
+  std::printf("model     %s (%s projections, %s)\n", model.path().c_str(), dtype.c_str(),
+              gigabytes(static_cast<double>(model.file_size())).c_str());
+  std::string flags;
+  for (const auto& [name, present] : result.machine.flags)
+    if (present) flags += " " + name;
+  std::printf("machine   %s, %u hardware threads, %.1f GiB;%s\n", result.machine.cpu_model.c_str(),
+              result.machine.hardware_threads, static_cast<double>(result.machine.memory_bytes) / (1 << 30),
+              flags.c_str());
+  std::printf("engine    %s backend, kernels %s, %u threads\n", engine.backend().name(), kernels::cpu_kernels().name,
+              result.threads);
+  if (result.bandwidth) {
+    const kernels::BandwidthResult& bw = *result.bandwidth;
+    std::printf("bandwidth %.2f GB/s best, %.2f median (read of %s, %u passes, %s)\n", bw.best_gb_per_second,
+                bw.median_gb_per_second, mebibytes(static_cast<double>(bw.buffer_bytes)).c_str(), bw.passes,
+                bw.instruction.c_str());
+    for (const kernels::PeakRate& peak : result.peaks)
+      std::printf("peak      %-9s %8.1f GFLOP/s (%s)\n", std::string(kernels::multiply_add_kind_name(peak.kind)).c_str(),
+                  peak.flops_per_second() / 1e9, peak.instruction.c_str());
+  }
+  std::printf("\n%-22s %10s %10s %10s   %s\n", "tokens/s", "median", "min", "max", "against the machine");
+  for (const PrefillRun& run : result.prefills) {
+    const PrefillFigures f = prefill_figures(model, result, run);
+    char rate[32];
+    std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", f.flops_per_second / 1e9);
+    std::string versus = rate;
+    if (f.peak)
+      versus += " = " + percent(*f.fraction_of_peak) + " of " + std::string(kernels::multiply_add_kind_name(f.peak->kind)) +
+                " peak";
+    const std::string label = "prefill " + std::to_string(run.tokens);
+    std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", label.c_str(), run.tokens_per_second.median,
+                run.tokens_per_second.min, run.tokens_per_second.max, versus.c_str());
+  }
+  const DecodeRun& d = result.decode;
+  const DecodeFigures f = decode_figures(model, result);
+  char rate[96];
+  std::snprintf(rate, sizeof rate, "%s/token, %.2f GB/s", gigabytes(f.bytes_per_token).c_str(), f.gb_per_second);
+  std::string versus = rate;
+  if (f.bandwidth_fraction) versus += " = " + percent(*f.bandwidth_fraction) + " of bandwidth";
+  const std::string decode_label = "decode " + std::to_string(d.generated_tokens) + " after " + std::to_string(d.prompt_tokens);
+  std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", decode_label.c_str(), d.tokens_per_second.median,
+              d.tokens_per_second.min, d.tokens_per_second.max, versus.c_str());
+  if (result.batch) {
+    const BatchRun& b = *result.batch;
+    char speedup[64];
+    std::snprintf(speedup, sizeof speedup, "%.2fx single-sequence decode", batch_speedup(result).value_or(0));
+    const std::string label = "batch " + std::to_string(b.sequences) + " x " + std::to_string(b.steps);
+    std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", label.c_str(), b.tokens_per_second.median, b.tokens_per_second.min,
+                b.tokens_per_second.max, speedup);
+  }
+  std::printf("\nmemory    RSS %s, peak %s%s; K/V %llu bytes/token, %s per decode session (capacity %u positions)\n",
+              mebibytes(static_cast<double>(result.memory.rss_bytes)).c_str(),
+              mebibytes(static_cast<double>(result.memory.peak_rss_bytes)).c_str(),
+              result.peak_rss_reset || !result.bandwidth ? "" : " (includes the probe buffer)",
+              static_cast<unsigned long long>(model.config().kv_bytes_per_token()),
+              mebibytes(static_cast<double>(d.session_kv_bytes)).c_str(), d.session_capacity);
+}
+
+}  // namespace kipp::cli

@@ -1,0 +1,143 @@
+// `kipp serve`: the OpenAI-compatible HTTP server (src/server/). This file parses the options,
+// refuses an exposed address without a key, prints the one "listening" line on stdout and turns
+// SIGINT/SIGTERM into an orderly stop; the server and the scheduler live in the library.
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/verify_flag.h"
+#include "server/http_server.h"
+#include "server/scheduler.h"
+
+namespace kipp::cli {
+namespace {
+
+constexpr const char* kServeFooter = R"(
+Endpoints: POST /v1/completions, POST /v1/chat/completions (models with a chat template),
+GET /v1/models, GET /health, GET /metrics (Prometheus). docs/SERVER.md lists every request
+field, status code and metric.
+
+Security: the server binds 127.0.0.1 unless --host says otherwise; any other address needs
+--api-key (clients send "Authorization: Bearer KEY"; every route but /health checks it). The
+Host header must name the bound address (no DNS rebinding); browsers may call it only from
+localhost pages or a --cors-origin.
+
+Memory: --kv-pool-mib is the K/V memory all requests share, in blocks of 32 positions; a
+request is admitted when its worst case (n x (prompt + max_tokens)) fits next to the others.
+
+Examples:
+  kipp serve -m qwen3-0.6b-bf16.gguf
+  kipp serve -m qwen3-0.6b-bf16.gguf --host 0.0.0.0 --port 8000 --api-key "$KEY" --alias qwen3)";
+
+constexpr int kUsageExit = 2;
+
+int g_stop_pipe[2] = {-1, -1};
+
+void on_stop_signal(int signal) {
+  const char byte = static_cast<char>(signal);
+  const ssize_t written = write(g_stop_pipe[1], &byte, 1);  // async-signal-safe
+  (void)written;
+}
+
+struct ServeArgs {
+  server::ServerOptions options;
+  std::vector<std::string> aliases;
+  uint32_t port = 8080;
+  bool no_verify = false;
+};
+
+std::string url_host(const std::string& host) {
+  return host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host;
+}
+
+int run_serve(ServeArgs args) {
+  server::ServerOptions& options = args.options;
+  if (!server::is_loopback_host(options.host) && options.api_key.empty()) {
+    std::fprintf(stderr, "kipp: error: --host %s is reachable from other machines: set --api-key KEY (or bind 127.0.0.1)\n",
+                 options.host.c_str());
+    return kUsageExit;
+  }
+  if (args.port > 65535) return fail("--port must be 0..65535, found " + std::to_string(args.port));
+  options.port = static_cast<uint16_t>(args.port);
+  options.scheduler.verify_content_hash = !args.no_verify;
+  // The echoed name comes first: the first alias, else the file name without .gguf.
+  options.served_names = args.aliases;
+  options.served_names.push_back(std::filesystem::path(options.model_path).stem().string());
+
+  // SIGINT/SIGTERM may land on any thread (libraries start their own): the handler only writes
+  // to a pipe, and a thread of ours reads it and stops the server. A broken client connection
+  // must not kill the process (SIGPIPE).
+  if (pipe(g_stop_pipe) != 0) return fail("cannot create the signal pipe");
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::Metrics metrics;
+  auto scheduler = server::Scheduler::create(options.model_path, options.scheduler, &metrics);
+  if (!scheduler.ok()) return fail(scheduler.message());
+  server::HttpServer http(options, **scheduler, metrics);
+  auto port = http.bind();
+  if (!port.ok()) return fail(port.message());
+  std::fprintf(stderr, "kipp serve: %s as '%s': context %u, K/V pool %u blocks (%u MiB), batch %u, queue %u\n",
+               options.model_path.c_str(), options.served_names.front().c_str(), (*scheduler)->context(),
+               (*scheduler)->pool_blocks(), options.scheduler.kv_pool_mib, options.scheduler.max_batch,
+               options.scheduler.max_queue);
+
+  std::thread stopper([&] {
+    char signal = 0;
+    while (read(g_stop_pipe[0], &signal, 1) < 0 && errno == EINTR) {
+    }
+    if (signal == 0) return;  // the server ended on its own
+    std::fprintf(stderr, "kipp serve: %s, stopping\n", signal == SIGINT ? "interrupted" : "terminated");
+    (*scheduler)->stop();  // ends every request, so no handler keeps the server waiting
+    http.stop();
+  });
+  std::printf("kipp serve: listening on http://%s:%d\n", url_host(options.host).c_str(), *port);
+  std::fflush(stdout);
+  const bool served = http.listen();
+  const char ended = 0;
+  if (write(g_stop_pipe[1], &ended, 1) != 1) std::fprintf(stderr, "kipp serve: cannot wake the signal thread\n");
+  stopper.join();
+  return served ? 0 : fail("the HTTP server stopped unexpectedly");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, Action& action) {
+  auto* command = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API");
+  command->footer(kServeFooter);
+  auto args = std::make_shared<ServeArgs>();
+  server::ServerOptions& o = args->options;
+  server::SchedulerOptions& s = o.scheduler;
+  command->add_option("-m,--model", o.model_path, "Kipp GGUF to serve")->required();
+  command->add_option("--host", o.host, "Address to bind (other than loopback needs --api-key)")->capture_default_str();
+  command->add_option("--port", args->port, "Port; 0 picks a free one")->capture_default_str();
+  command->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on every route but /health");
+  command->add_option("--alias", args->aliases, "Served model name (repeatable; the first is echoed as `model`)");
+  command->add_option("--max-batch", s.max_batch, "Most choices decoded together in one step")->capture_default_str();
+  command->add_option("--ctx", s.ctx, "Positions per sequence; 0: the model's context, capped by the pool")
+      ->capture_default_str();
+  command->add_option("--kv-pool-mib", s.kv_pool_mib, "K/V cache memory shared by all requests")->capture_default_str();
+  command->add_option("--threads", s.threads, "Compute threads; 0: one per hardware thread")->capture_default_str();
+  command->add_option("--max-queue", s.max_queue, "Requests waiting for admission before 503")->capture_default_str();
+  command->add_option("--max-body-kib", o.max_body_kib, "Largest request body (413 beyond)")->capture_default_str();
+  command->add_option("--timeout-s", s.timeout_s, "Per-request generation deadline in seconds")->capture_default_str();
+  command->add_option("--cors-origin", o.cors_origins, "Browser origin allowed besides localhost (repeatable; * = any)");
+  add_no_verify_flag(*command, args->no_verify);
+  command->callback([&action, args] {
+    action = [args] { return run_serve(*args); };
+  });
+}
+
+}  // namespace kipp::cli

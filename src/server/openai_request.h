@@ -1,0 +1,77 @@
+// OpenAI request bodies to validated requests. Every field is checked (type, range) and every
+// error names its `param`; a field we know but do not honour, and that would change the output
+// if honoured (tools, response_format, ...), is an error rather than silently ignored; fields
+// that do not change the output (user, metadata, store, service_tier) are accepted; anything
+// else is an "unrecognized request argument", as OpenAI answers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "runtime/chat_template.h"
+#include "runtime/sampler.h"
+#include "server/generation_request.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kipp::server {
+
+enum class Endpoint { Completions, ChatCompletions };
+
+// An error in the OpenAI shape {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+struct RequestLimits {
+  uint32_t max_n = 8;
+  uint32_t max_messages = 1024;
+  uint32_t max_stop = 16;
+  uint32_t max_json_depth = 64;
+};
+
+struct OpenAiRequest {
+  Endpoint endpoint = Endpoint::Completions;
+  std::optional<std::string> model;
+  std::optional<std::string> prompt_text;             // completions
+  std::optional<std::vector<uint32_t>> prompt_tokens;  // completions, as token ids
+  std::vector<ChatMessage> messages;                  // chat
+  bool enable_thinking = true;                        // chat_template_kwargs
+  uint32_t n = 1;
+  std::optional<uint32_t> max_tokens;  // max_tokens or max_completion_tokens (the newer wins)
+  SamplingParams sampling;             // temperature 1, top_p 1, no top_k, as OpenAI
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;       // chat: logprobs true; completions: logprobs N (N alternatives)
+};
+
+// Parses and validates a body (UTF-8 JSON object).
+std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, std::string_view body,
+                                                           const RequestLimits& limits = {});
+
+// The prompt as tokens and the scheduler's request. `chat_format` is the model's (an error for
+// a base model on the chat endpoint: `chat_format_error` says why); completions parse special
+// tokens in the prompt text, as `kipp generate` does.
+struct PromptContext {
+  const Tokenizer* tokenizer = nullptr;
+  uint32_t vocab_size = 0;
+  std::optional<ChatFormat> chat_format;
+  std::string chat_format_error;
+};
+std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequest& request,
+                                                                const PromptContext& context);
+
+// Requests without a max_tokens: OpenAI's legacy completions default (16); chat completions
+// run to the context (and what the K/V pool holds).
+inline constexpr uint32_t kDefaultCompletionMaxTokens = 16;
+
+}  // namespace kipp::server

@@ -1,0 +1,30 @@
+# kipp bench on the tiny model: a short run whose JSON is checked against figures recomputed
+# from the model's config (tests/bench/check_bench_json.py), its help, and the errors.
+set(KIPP_BENCH_JSON ${CMAKE_BINARY_DIR}/bench_cli_tiny_bf16.json)
+add_test(NAME bench_cli_tiny
+         COMMAND $<TARGET_FILE:kipp> bench -m ${KIPP_TINY_GGUF} --prompt-len 8,16 --gen 4 --repeats 1 --batch 2
+                 --json ${KIPP_BENCH_JSON})
+set_tests_properties(bench_cli_tiny PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 FIXTURES_SETUP bench_tiny_json
+                     TIMEOUT 300 PASS_REGULAR_EXPRESSION "decode 4 after 8.*batch 2 x 4")
+add_test(NAME bench_cli_tiny_json
+         COMMAND ${KIPP_PY} ${CMAKE_CURRENT_SOURCE_DIR}/bench/check_bench_json.py ${KIPP_BENCH_JSON}
+                 --prompt-len 8,16 --gen 4 --batch 2)
+set_tests_properties(bench_cli_tiny_json PROPERTIES FIXTURES_REQUIRED bench_tiny_json TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "^PASS\n$")
+
+add_test(NAME help_bench COMMAND $<TARGET_FILE:kipp> bench --help)
+set_tests_properties(help_bench PROPERTIES PASS_REGULAR_EXPRESSION "Usage:.*Options:.*--prompt-len.*docs/BENCH.md")
+
+# Errors are one line and exit status 2 (echoed, since a pass expression ignores the status).
+add_test(NAME bench_cli_bad_prompt_len
+         COMMAND sh -c "\"$0\" bench -m \"$1\" --prompt-len 8,x 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kipp> ${KIPP_TINY_GGUF})
+set_tests_properties(bench_cli_bad_prompt_len PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "^kipp: error: --prompt-len '8,x': expected token counts of at least 1 separated by commas, e.g. 64,512\nexit=2\n$")
+add_test(NAME bench_cli_prompt_over_context
+         COMMAND sh -c "\"$0\" bench -m \"$1\" --prompt-len 64,50000 --no-verify 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kipp> ${KIPP_TINY_GGUF})
+set_tests_properties(bench_cli_prompt_over_context PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "^kipp: error: --prompt-len 50000 exceeds the model's context length 40960\nexit=2\n$")
+add_test(NAME bench_cli_missing_model
+         COMMAND sh -c "\"$0\" bench -m \"$1\" 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kipp> ${KIPP_MODELS}/no-such-model.gguf)
+set_tests_properties(bench_cli_missing_model PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                     "^kipp: error: .*no-such-model.gguf.*\nexit=2\n$")

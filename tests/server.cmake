@@ -1,0 +1,34 @@
+# `kipp serve` black-box tests (tests/server/*.mjs, Node.js): each script starts its own server on
+# the tiny model (`--port 0`), drives it over HTTP / raw TCP / the official OpenAI client, stops
+# it and exits non-zero with the failed checks listed. They run one at a time (RESOURCE_LOCK):
+# batching, disconnect and load checks watch /metrics and RSS while the server works.
+# `ctest -R '^server_'` runs them (with their fixtures); each can also run alone, e.g.
+#   KIPP=build/release/kipp KIPP_MODELS=build/release/models node tests/server/server_schema.mjs
+set(KIPP_SERVER_TESTS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/server)
+
+# The pinned official OpenAI Node client (npm openai, sha512 + SHA-256 checked) in the npm cache.
+add_test(NAME server_openai_client_fetch COMMAND ${KIPP_SERVER_TESTS_DIR}/fetch_openai.sh)
+set_tests_properties(server_openai_client_fetch PROPERTIES FIXTURES_SETUP openai_npm TIMEOUT 300)
+
+# kipp_server_test(NAME TIMEOUT [FIXTURES fixture...]): node tests/server/NAME.mjs.
+function(kipp_server_test name timeout)
+  cmake_parse_arguments(PARSE_ARGV 2 srv "" "" "FIXTURES")
+  add_test(NAME ${name} COMMAND node ${KIPP_SERVER_TESTS_DIR}/${name}.mjs)
+  set_tests_properties(${name} PROPERTIES
+                       ENVIRONMENT "KIPP=$<TARGET_FILE:kipp>;KIPP_MODELS=${KIPP_MODELS}"
+                       FIXTURES_REQUIRED "gguf_tiny_bf16;${srv_FIXTURES}"
+                       TIMEOUT ${timeout} RESOURCE_LOCK kipp_server PROCESSORS 2
+                       PASS_REGULAR_EXPRESSION "${name}: all [0-9]+ checks passed"
+                       FAIL_REGULAR_EXPRESSION "FAIL: ")
+endfunction()
+
+kipp_server_test(server_lifecycle 180)                       # process: listening line, signals, bad invocations
+kipp_server_test(server_schema 300 FIXTURES gguf_chat_base)  # (a) every endpoint and error status
+kipp_server_test(server_security 180)                        # Host check, CORS, API key, non-loopback refusal
+kipp_server_test(server_batching 240)                        # (b) batched == one at a time; prefix cache
+kipp_server_test(server_seed 180)                            # (c) seeds
+kipp_server_test(server_disconnect 180)                      # (d) client disconnects free the slot
+kipp_server_test(server_overload 240)                        # (e) full queue 503, KV pool exhaustion
+kipp_server_test(server_openai 240 FIXTURES openai_npm)      # (f) the official OpenAI Node client
+kipp_server_test(server_load 240)                            # (g) 32 streaming clients, RSS flat
+kipp_server_test(server_malformed 240)                       # (h) malformed HTTP and JSON

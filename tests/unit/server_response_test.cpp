@@ -1,0 +1,218 @@
+// Response shapes (src/server/openai_response.h), reasoning splitting (think_splitter.h), the
+// Prometheus text (metrics.h) and the small security helpers of http_server.h.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_response.h"
+#include "server/think_splitter.h"
+
+namespace kipp::server {
+namespace {
+
+using json = nlohmann::json;
+
+Event delta(uint32_t choice, std::string content, std::string reasoning = "", std::vector<TokenReport> tokens = {}) {
+  Event event;
+  event.choice = choice;
+  event.content = std::move(content);
+  event.reasoning = std::move(reasoning);
+  event.tokens = std::move(tokens);
+  return event;
+}
+
+Event finish(uint32_t choice, std::string reason) {
+  Event event;
+  event.kind = Event::Kind::Finish;
+  event.choice = choice;
+  event.finish_reason = std::move(reason);
+  return event;
+}
+
+Usage usage() {
+  Usage u;
+  u.prompt_tokens = 10;
+  u.completion_tokens = 4;
+  u.cached_tokens = 6;
+  u.prompt_ms = 20;
+  u.generation_ms = 40;
+  return u;
+}
+
+json parse_chunk(const std::string& chunk) {
+  EXPECT_EQ(chunk.rfind("data: ", 0), 0u) << chunk;
+  EXPECT_EQ(chunk.substr(chunk.size() - 2), "\n\n");
+  return json::parse(chunk.substr(6, chunk.size() - 8));
+}
+
+TEST(ServerResponse, ChatCompletionHasOpenAIsFieldsAndTimings) {
+  ResponseBuilder builder(make_identity(Endpoint::ChatCompletions, "tiny", "fp"), 2, false);
+  builder.add(delta(1, "B"));
+  builder.add(delta(0, "an", "think"));
+  builder.add(delta(0, "swer"));
+  builder.add(finish(0, "stop"));
+  builder.add(finish(1, "length"));
+  const json out = builder.finish(usage());
+  EXPECT_EQ(out["object"], "chat.completion");
+  EXPECT_EQ(out["model"], "tiny");
+  EXPECT_EQ(out["system_fingerprint"], "fp");
+  EXPECT_EQ(out["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_TRUE(out["created"].is_number_integer());
+  ASSERT_EQ(out["choices"].size(), 2u);
+  EXPECT_EQ(out["choices"][0]["index"], 0);
+  EXPECT_EQ(out["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(out["choices"][0]["message"]["content"], "answer");
+  EXPECT_EQ(out["choices"][0]["message"]["reasoning_content"], "think");
+  EXPECT_FALSE(out["choices"][1]["message"].contains("reasoning_content"));
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(out["choices"][1]["finish_reason"], "length");
+  EXPECT_TRUE(out["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(out["usage"]["prompt_tokens"], 10);
+  EXPECT_EQ(out["usage"]["completion_tokens"], 4);
+  EXPECT_EQ(out["usage"]["total_tokens"], 14);
+  EXPECT_EQ(out["usage"]["prompt_tokens_details"]["cached_tokens"], 6);
+  EXPECT_EQ(out["timings"]["prompt_n"], 4);
+  EXPECT_EQ(out["timings"]["cache_n"], 6);
+  EXPECT_DOUBLE_EQ(out["timings"]["predicted_per_second"].get<double>(), 100.0);
+}
+
+TEST(ServerResponse, CompletionLogprobsAreTheLegacyParallelLists) {
+  ResponseBuilder builder(make_identity(Endpoint::Completions, "tiny", "fp"), 1, true);
+  builder.add(delta(0, "ab", "", {{"a", -0.5f, {{"a", -0.5f}, {"x", -1.5f}}}, {"b", -0.25f, {}}}));
+  builder.add(finish(0, "length"));
+  const json out = builder.finish(usage());
+  EXPECT_EQ(out["object"], "text_completion");
+  EXPECT_EQ(out["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  const json& choice = out["choices"][0];
+  EXPECT_EQ(choice["text"], "ab");
+  EXPECT_EQ(choice["logprobs"]["tokens"], json({"a", "b"}));
+  EXPECT_EQ(choice["logprobs"]["token_logprobs"], json({-0.5, -0.25}));
+  EXPECT_EQ(choice["logprobs"]["top_logprobs"][0]["x"], -1.5);
+  EXPECT_EQ(choice["logprobs"]["text_offset"], json({0, 1}));
+}
+
+TEST(ServerResponse, ChatLogprobsCarryBytesAndSurviveBrokenUtf8) {
+  ResponseBuilder builder(make_identity(Endpoint::ChatCompletions, "tiny", "fp"), 1, true);
+  builder.add(delta(0, "", "", {{"\xf0\x9f", -1.0f, {{"\xf0\x9f", -1.0f}}}}));
+  const std::string text = dump(builder.finish(usage()));
+  const json out = json::parse(text);  // valid JSON: the half character became U+FFFD
+  const json& token = out["choices"][0]["logprobs"]["content"][0];
+  EXPECT_EQ(token["bytes"], json({0xf0, 0x9f}));
+  EXPECT_EQ(token["logprob"], -1.0);
+  EXPECT_EQ(token["top_logprobs"].size(), 1u);
+  EXPECT_TRUE(out["choices"][0]["finish_reason"].is_null());
+}
+
+TEST(ServerResponse, ChatChunksCarryTheRoleOnceAndTheirIndex) {
+  ChunkWriter writer(make_identity(Endpoint::ChatCompletions, "tiny", "fp"), 2, false);
+  const json first = parse_chunk(writer.delta(delta(1, "x")));
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["index"], 1);
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(first["choices"][0]["delta"]["content"], "x");
+  EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
+  const json second = parse_chunk(writer.delta(delta(1, "", "why")));
+  EXPECT_FALSE(second["choices"][0]["delta"].contains("role"));
+  EXPECT_FALSE(second["choices"][0]["delta"].contains("content"));
+  EXPECT_EQ(second["choices"][0]["delta"]["reasoning_content"], "why");
+  const json done = parse_chunk(writer.finish(finish(0, "stop")));
+  EXPECT_EQ(done["choices"][0]["delta"]["role"], "assistant");  // choice 0 had sent nothing yet
+  EXPECT_EQ(done["choices"][0]["finish_reason"], "stop");
+  const json tail = parse_chunk(writer.usage(usage()));
+  EXPECT_TRUE(tail["choices"].is_array() && tail["choices"].empty());
+  EXPECT_EQ(tail["usage"]["total_tokens"], 14);
+  EXPECT_EQ(ChunkWriter::done(), "data: [DONE]\n\n");
+}
+
+TEST(ServerResponse, CompletionChunksAndErrors) {
+  ChunkWriter writer(make_identity(Endpoint::Completions, "tiny", "fp"), 1, true);
+  const json first = parse_chunk(writer.delta(delta(0, "ab", "", {{"a", -1, {}}, {"b", -2, {}}})));
+  EXPECT_EQ(first["object"], "text_completion");
+  EXPECT_EQ(first["choices"][0]["text"], "ab");
+  const json second = parse_chunk(writer.delta(delta(0, "c", "", {{"c", -1, {}}})));
+  EXPECT_EQ(second["choices"][0]["logprobs"]["text_offset"], json({2}));  // offsets run on across chunks
+  ApiError error;
+  error.status = 500;
+  error.message = "boom";
+  error.type = "server_error";
+  const json shaped = parse_chunk(ChunkWriter::error(error));
+  EXPECT_EQ(shaped["error"]["message"], "boom");
+  EXPECT_EQ(shaped["error"]["type"], "server_error");
+  EXPECT_TRUE(shaped["error"]["param"].is_null());
+  EXPECT_TRUE(shaped["error"]["code"].is_null());
+}
+
+std::pair<std::string, std::string> split_all(const std::vector<std::string>& pieces) {
+  ThinkSplitter splitter;
+  std::string reasoning, content;
+  for (const std::string& piece : pieces) {
+    auto out = splitter.push(piece);
+    reasoning += out.reasoning;
+    content += out.content;
+  }
+  auto out = splitter.finish();
+  return {reasoning + out.reasoning, content + out.content};
+}
+
+TEST(ServerThinkSplitter, SplitsALeadingThinkBlockInAnyPieces) {
+  const std::string text = "<think>\nstep one\nstep two\n</think>\n\nThe answer.";
+  const std::pair<std::string, std::string> expected{"step one\nstep two", "The answer."};
+  EXPECT_EQ(split_all({text}), expected);
+  std::vector<std::string> bytes;
+  for (char c : text) bytes.emplace_back(1, c);
+  EXPECT_EQ(split_all(bytes), expected);
+  EXPECT_EQ(split_all({"<thi", "nk>a</th", "ink>b"}), (std::pair<std::string, std::string>{"a", "b"}));
+}
+
+TEST(ServerThinkSplitter, OnlyALeadingBlockIsReasoning) {
+  EXPECT_EQ(split_all({"Hello <think>x</think>"}), (std::pair<std::string, std::string>{"", "Hello <think>x</think>"}));
+  EXPECT_EQ(split_all({"<thin"}), (std::pair<std::string, std::string>{"", "<thin"}));
+  EXPECT_EQ(split_all({"<think>unfinished\n"}), (std::pair<std::string, std::string>{"unfinished\n", ""}));
+  EXPECT_EQ(split_all({"plain"}), (std::pair<std::string, std::string>{"", "plain"}));
+}
+
+TEST(ServerMetrics, PrometheusText) {
+  Metrics metrics;
+  metrics.count_request("/v1/completions", 200);
+  metrics.count_request("/v1/completions", 200);
+  metrics.count_request("/health", 404);
+  metrics.add_tokens(12, 5);
+  metrics.add_prefix_reuse(64);
+  metrics.observe_time_to_first_token(0.2);
+  metrics.observe_request_duration(3);
+  SchedulerGauges gauges;
+  gauges.queue_depth = 2;
+  gauges.batch_occupancy = 3;
+  gauges.batch_capacity = 16;
+  gauges.kv_blocks_used = 7;
+  gauges.kv_blocks_total = 100;
+  metrics.set_gauges(gauges);
+  const std::string text = metrics.render();
+  for (const char* line : {"kipp_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n",
+                           "kipp_requests_total{endpoint=\"/health\",status=\"404\"} 1\n",
+                           "kipp_prompt_tokens_total 12\n", "kipp_generated_tokens_total 5\n", "kipp_queue_depth 2\n",
+                           "kipp_batch_occupancy 3\n", "kipp_batch_capacity 16\n", "kipp_kv_pool_blocks_used 7\n",
+                           "kipp_kv_pool_blocks_total 100\n", "kipp_prefix_reuse_hits_total 1\n",
+                           "kipp_prefix_cached_tokens_total 64\n",
+                           "kipp_time_to_first_token_seconds_bucket{le=\"0.25\"} 1\n",
+                           "kipp_time_to_first_token_seconds_bucket{le=\"0.1\"} 0\n",
+                           "kipp_request_duration_seconds_bucket{le=\"+Inf\"} 1\n",
+                           "kipp_request_duration_seconds_count 1\n", "# TYPE kipp_request_duration_seconds histogram\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+}
+
+TEST(ServerSecurity, LoopbackAndKeyComparison) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) EXPECT_TRUE(is_loopback_host(host));
+  for (const char* host : {"0.0.0.0", "::", "192.168.1.2", "example.com"}) EXPECT_FALSE(is_loopback_host(host));
+  EXPECT_TRUE(constant_time_equal("secret", "secret"));
+  EXPECT_FALSE(constant_time_equal("secret", "secreT"));
+  EXPECT_FALSE(constant_time_equal("secret", "secret2"));
+  EXPECT_FALSE(constant_time_equal("", "x"));
+}
+
+}  // namespace
+}  // namespace kipp::server
