@@ -2,8 +2,20 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KIPP_SPIN_PAUSE() _mm_pause()
+#else
+#define KIPP_SPIN_PAUSE() ((void)0)
+#endif
+
 namespace kipp {
 namespace {
+
+// A forward pass hands the pool hundreds of short loops per token; waking a sleeping thread
+// costs more than many of them. Threads therefore poll for this many rounds (tens of
+// microseconds) before they block, which only costs time when the cores are oversubscribed.
+constexpr int kSpinRounds = 20000;
 
 // The range of thread `index` of `threads` over [0, count).
 std::pair<size_t, size_t> range_of(size_t index, size_t threads, size_t count) {
@@ -31,39 +43,40 @@ void ThreadPool::parallel_for(size_t count, const std::function<void(size_t, siz
     body(0, 0, count);
     return;
   }
+  body_ = &body;
+  count_ = count;
+  pending_.store(workers_.size(), std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
-    body_ = &body;
-    count_ = count;
-    pending_ = workers_.size();
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_.notify_all();
   const auto [begin, end] = range_of(0, size(), count);
   body(0, begin, end);
-  std::unique_lock lock(mutex_);
-  done_.wait(lock, [this] { return pending_ == 0; });
+  for (int round = 0; round < kSpinRounds && pending_.load(std::memory_order_acquire) != 0; ++round) KIPP_SPIN_PAUSE();
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
   body_ = nullptr;
 }
 
 void ThreadPool::work(size_t index) {
   size_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t, size_t)>* body;
-    size_t count;
-    {
+    for (int round = 0; round < kSpinRounds && generation_.load(std::memory_order_acquire) == seen; ++round)
+      KIPP_SPIN_PAUSE();
+    if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock lock(mutex_);
-      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      start_.wait(lock, [&] { return stopping_ || generation_.load(std::memory_order_acquire) != seen; });
       if (stopping_) return;
-      seen = generation_;
-      body = body_;
-      count = count_;
     }
-    const auto [begin, end] = range_of(index, size(), count);
-    if (begin < end) (*body)(index, begin, end);
-    {
+    seen = generation_.load(std::memory_order_acquire);
+    const auto [begin, end] = range_of(index, size(), count_);
+    if (begin < end) (*body_)(index, begin, end);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }

@@ -3,6 +3,7 @@
 // first range, so a pool of size 1 has no workers and runs everything inline.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -32,11 +33,13 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable start_, done_;
+  // Written by the caller before generation_ is advanced (release), read by the workers after
+  // they see the new generation (acquire).
   const std::function<void(size_t, size_t, size_t)>* body_ = nullptr;
   size_t count_ = 0;
-  size_t generation_ = 0;
-  size_t pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<size_t> generation_{0};
+  std::atomic<size_t> pending_{0};
+  bool stopping_ = false;  // guarded by mutex_
 };
 
 }  // namespace kipp

@@ -22,13 +22,16 @@ struct WeightMatrix {
 WeightMatrix make_weight_matrix(GgmlType type, const uint8_t* data, size_t rows, size_t cols);
 
 // One layer of a paged K/V cache. Every block holds kKvBlockPositions positions of every
-// layer: K of layer l at `k_offset`, V at `v_offset`, each [position][kv_head][head_dim] BF16.
+// layer: K of layer l at `k_offset`, V at `v_offset`, each [position][kv_head][head_dim] BF16,
+// positions `position_stride` elements apart (kv_heads * head_dim for a whole layer; a view of
+// some of the kv heads points its offsets at the first and keeps the layer's stride).
 struct KvLayerView {
   const uint16_t* const* blocks = nullptr;  // logical block -> its storage
   size_t k_offset = 0;
   size_t v_offset = 0;
   size_t kv_heads = 0;
   size_t head_dim = 0;
+  size_t position_stride = 0;
 };
 
 inline constexpr size_t kKvBlockPositions = 32;

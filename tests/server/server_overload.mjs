@@ -29,7 +29,7 @@ function checkRetryAfter(t, r, ctx) {
 await main('server_overload', async (t) => {
   await t.section('full queue -> 503 with Retry-After', async () => {
     const srv = await startServer({ args: ['--max-batch', '1', '--max-queue', '2'] });
-    const body = (i) => ({ model: TINY_NAME, prompt: `Queue test ${i}`, max_tokens: 24, temperature: 0, logit_bias: NO_EOS });
+    const body = (i) => ({ model: TINY_NAME, prompt: `Queue test ${i}`, max_tokens: 48, temperature: 0, logit_bias: NO_EOS });
     const results = await Promise.all([...Array(12).keys()].map((i) => post(srv, '/v1/completions', body(i), { timeoutMs: REQ_TIMEOUT_MS }).catch((e) => e)));
     const counts = tally(results);
     t.info(`12 requests, --max-batch 1 --max-queue 2: ${fmt(counts)}`);

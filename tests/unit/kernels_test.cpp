@@ -491,7 +491,8 @@ struct KvFixture {
   size_t block_elements() const { return kLayers * layer_elements(); }
   KvLayerView view(size_t layer) const {
     return KvLayerView{table.data(), layer * layer_elements(),
-                       layer * layer_elements() + kipp::kernels::kKvBlockPositions * kv_width(), kv_heads, head_dim};
+                       layer * layer_elements() + kipp::kernels::kKvBlockPositions * kv_width(), kv_heads, head_dim,
+                       kv_width()};
   }
 
   // keys/values: [position][kv_head][head_dim] floats for `filled` positions of `layer`.

@@ -18,6 +18,8 @@ using kernels::WeightMatrix;
 
 // Logit rows computed together: each pass over the output head serves this many positions.
 constexpr size_t kLogitRowsPerPass = 16;
+// Query rows of one sequence that share one widening of each K/V block in attention.
+constexpr size_t kAttentionTileRows = 32;
 
 struct PreparedLayer {
   WeightMatrix q, k, v, o, gate, up, down;
@@ -137,18 +139,27 @@ class CpuBackend final : public Backend {
     size_t logit_row;  // row of the item's logits output, or kNoLogits
   };
 
+  // Consecutive rows of one sequence whose attention runs as one kernel call.
+  struct AttentionTile {
+    size_t first_row;
+    size_t rows;
+  };
+
   void allocate_scratch() {
     const size_t hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
     const size_t ffn = config_.ffn_size, half = config_.head_dim / 2, s = step_rows_;
+    attention_scratch_floats_ = kernels::ref::attention_scratch_floats(
+        config_.context_length, kAttentionTileRows, config_.num_heads / config_.num_kv_heads, config_.head_dim);
+    tiles_.reserve(s);
     const size_t sizes[] = {s * hidden, s * hidden, s * qw, s * kvw, s * kvw, s * qw,  s * hidden,
-                            s * ffn,    s * ffn,    s * half, s * half, config_.context_length,
+                            s * ffn,    s * ffn,    s * half, s * half, attention_scratch_floats_ * pool_.size(),
                             kLogitRowsPerPass * hidden, kLogitRowsPerPass * size_t{config_.vocab_size}};
     size_t total = 0;
     for (size_t size : sizes) total += size;
     scratch_.assign(total, 0.0f);
     float* next = scratch_.data();
     float** targets[] = {&x_,   &xn_,  &q_,   &k_,     &v_,      &attn_,        &proj_,       &gate_,
-                         &up_,  &cos_, &sin_, &scores_, &logit_inputs_, &logits_};
+                         &up_,  &cos_, &sin_, &attention_scratch_, &logit_inputs_, &logits_};
     for (size_t i = 0; i < std::size(sizes); ++i) {
       *targets[i] = next;
       next += sizes[i];
@@ -203,51 +214,84 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Runs body(i) for i in [0, count) over the pool, in one pass when there are rows enough
+  // to share (a single row runs inline: the wake-up would cost more than the work).
+  template <typename Body>
+  void for_each_row(size_t count, const Body& body) {
+    pool_.parallel_for(count, [&](size_t, size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) body(i);
+    });
+  }
+
   void run_step(std::span<const EvalItem> items, const std::vector<std::vector<const uint16_t*>>& item_blocks,
                 std::span<const Row> rows) {
     const kernels::KernelTable& k = kernels_;
     const size_t n = rows.size(), hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
     const size_t hd = config_.head_dim, half = hd / 2, ffn = config_.ffn_size;
+    const size_t heads = config_.num_heads, kv_heads = config_.num_kv_heads, group = heads / kv_heads;
     const auto eps = static_cast<float>(config_.rms_norm_eps);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const size_t block_elements_per_layer = 2 * kKvBlockPositions * kvw;
 
+    tiles_.clear();
     for (size_t r = 0; r < n; ++r) {
+      const bool continues = !tiles_.empty() && rows[r].item == rows[r - 1].item &&
+                             tiles_.back().rows < kAttentionTileRows;
+      if (continues) {
+        ++tiles_.back().rows;
+      } else {
+        tiles_.push_back(AttentionTile{r, 1});
+      }
+    }
+    for_each_row(n, [&](size_t r) {
       k.dequantize_row(embedding_, static_cast<size_t>(rows[r].token), x_ + r * hidden);
       k.rope_angles(rows[r].position, hd, config_.rope_theta, cos_ + r * half, sin_ + r * half);
-    }
+    });
     observe("embedding", 0, rows, x_, hidden);
     for (size_t l = 0; l < layers_.size(); ++l) {
       const PreparedLayer& layer = layers_[l];
-      for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
+      for_each_row(n, [&](size_t r) {
+        k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
+      });
       matmuls(xn_, n, hidden, {{&layer.q, q_}, {&layer.k, k_}, {&layer.v, v_}});
       const size_t k_offset = l * block_elements_per_layer, v_offset = k_offset + kKvBlockPositions * kvw;
-      for (size_t r = 0; r < n; ++r) {
+      for_each_row(n, [&](size_t r) {
         float* q = q_ + r * qw;
         float* key = k_ + r * kvw;
-        for (size_t h = 0; h < config_.num_heads; ++h) k.rms_norm(q + h * hd, layer.q_norm.data(), q + h * hd, hd, eps);
-        for (size_t h = 0; h < config_.num_kv_heads; ++h)
-          k.rms_norm(key + h * hd, layer.k_norm.data(), key + h * hd, hd, eps);
-        k.rope(q, config_.num_heads, hd, cos_ + r * half, sin_ + r * half);
-        k.rope(key, config_.num_kv_heads, hd, cos_ + r * half, sin_ + r * half);
+        for (size_t h = 0; h < heads; ++h) k.rms_norm(q + h * hd, layer.q_norm.data(), q + h * hd, hd, eps);
+        for (size_t h = 0; h < kv_heads; ++h) k.rms_norm(key + h * hd, layer.k_norm.data(), key + h * hd, hd, eps);
+        k.rope(q, heads, hd, cos_ + r * half, sin_ + r * half);
+        k.rope(key, kv_heads, hd, cos_ + r * half, sin_ + r * half);
         const Row& row = rows[r];
         auto* block = const_cast<uint16_t*>(item_blocks[row.item][row.position / kKvBlockPositions]);
         const size_t slot = (row.position % kKvBlockPositions) * kvw;
         k.store_bf16(key, block + k_offset + slot, kvw);
         k.store_bf16(v_ + r * kvw, block + v_offset + slot, kvw);
-      }
-      for (size_t r = 0; r < n; ++r) {
-        const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset, v_offset, config_.num_kv_heads, hd};
-        k.attention(q_ + r * qw, config_.num_heads, view, rows[r].position + 1, scale, scores_, attn_ + r * qw);
-      }
+      });
+      // One work item per (tile, kv head): the query heads of a group over their K/V. Items are
+      // dealt out round-robin so every thread gets short and long (later) rows alike.
+      const size_t work_items = tiles_.size() * kv_heads, threads = std::min(pool_.size(), work_items);
+      pool_.parallel_for(threads, [&](size_t thread, size_t, size_t) {
+        float* scratch = attention_scratch_ + thread * attention_scratch_floats_;
+        for (size_t item = thread; item < work_items; item += threads) {
+          const AttentionTile& tile = tiles_[item / kv_heads];
+          const size_t g = item % kv_heads, r = tile.first_row;
+          const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset + g * hd, v_offset + g * hd, 1, hd,
+                                          kvw};
+          k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view, scale, scratch,
+                           attn_ + r * qw + g * group * hd, qw);
+        }
+      });
       matmuls(attn_, n, qw, {{&layer.o, proj_}});
       observe("attention", l, rows, proj_, hidden);
-      for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
-      for (size_t r = 0; r < n; ++r) k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
+      for_each_row(n, [&](size_t r) {
+        k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
+        k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
+      });
       matmuls(xn_, n, hidden, {{&layer.gate, gate_}, {&layer.up, up_}});
-      for (size_t r = 0; r < n; ++r) k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn);
+      for_each_row(n, [&](size_t r) { k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn); });
       matmuls(gate_, n, ffn, {{&layer.down, proj_}});
-      for (size_t r = 0; r < n; ++r) k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
+      for_each_row(n, [&](size_t r) { k.add(x_ + r * hidden, proj_ + r * hidden, hidden); });
       observe("layer_output", l, rows, x_, hidden);
     }
     write_logits(items, rows);
@@ -293,11 +337,13 @@ class CpuBackend final : public Backend {
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;
+  size_t attention_scratch_floats_ = 0;  // per thread
+  std::vector<AttentionTile> tiles_;      // of the current step (capacity: one per row)
   std::vector<float> prepared_;  // the prepared input of the products being computed
   ActivationObserver* observer_ = nullptr;
   float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr,
         *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *cos_ = nullptr, *sin_ = nullptr,
-        *scores_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
+        *attention_scratch_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/portable_ops.h"
 
@@ -10,19 +11,19 @@ namespace kipp::kernels {
 namespace {
 
 constexpr KernelTable kReference{"reference",     &ref::dequantize_row, &ref::prepare_input, &ref::matmul,
-                                 &ref::rms_norm,  &ref::rope_angles,    &ref::rope,          &ref::attention,
+                                 &ref::rms_norm,  &ref::rope_angles,    &ref::rope,          &ref::attention_rows,
                                  &ref::swiglu,    &ref::add,            &ref::store_bf16};
 
 // Highway's best target for this CPU for everything.
 constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &portable::prepare_input,
                                 &portable::matmul,   &portable::rms_norm,  &ref::rope_angles,
-                                &portable::rope,     &portable::attention, &portable::swiglu,
+                                &portable::rope,     &portable::attention_rows, &portable::swiglu,
                                 &portable::add,      &portable::store_bf16};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
 constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_input,
                               &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
-                              &portable::rope,     &portable::attention, &portable::swiglu,
+                              &portable::rope,     &avx512::attention_rows, &portable::swiglu,
                               &portable::add,      &portable::store_bf16};
 
 std::vector<const KernelTable*> detect_tables() {

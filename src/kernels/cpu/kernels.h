@@ -18,7 +18,7 @@ struct KernelTable {
   decltype(&ref::rms_norm) rms_norm;
   decltype(&ref::rope_angles) rope_angles;
   decltype(&ref::rope) rope;
-  decltype(&ref::attention) attention;
+  decltype(&ref::attention_rows) attention_rows;
   decltype(&ref::swiglu) swiglu;
   decltype(&ref::add) add;
   decltype(&ref::store_bf16) store_bf16;

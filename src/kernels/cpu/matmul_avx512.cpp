@@ -6,6 +6,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "kernels/cpu/avx512_sum.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -39,27 +41,6 @@ KIPP_AVX512 inline __m512 pair(float a, float b) {
   return _mm512_mask_broadcastss_ps(_mm512_set1_ps(a), 0xFF00, _mm_set_ss(b));
 }
 
-KIPP_AVX512 inline __m512 add_pairs(__m512 a, __m512 b) {
-  return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-}
-KIPP_AVX512 inline __m512 add_quads(__m512 ab, __m512 cd) {
-  const __m512d x = _mm512_castps_pd(ab), y = _mm512_castps_pd(cd);
-  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-}
-KIPP_AVX512 inline __m512 add_halves(__m512 a, __m512 b) {
-  return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
-// Lane j = the sum of the lanes of v[j], for 16 accumulators at once (a transposing tree). Every
-// accumulator is summed by the same tree, whichever slot it occupies, so results do not
-// depend on the tile shape.
-KIPP_AVX512 inline __m512 reduce16(const __m512 (&v)[16]) {
-  const __m512 q0 = add_quads(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));
-  const __m512 q1 = add_quads(add_pairs(v[4], v[5]), add_pairs(v[6], v[7]));
-  const __m512 q2 = add_quads(add_pairs(v[8], v[9]), add_pairs(v[10], v[11]));
-  const __m512 q3 = add_quads(add_pairs(v[12], v[13]), add_pairs(v[14], v[15]));
-  return add_halves(add_halves(q0, q1), add_halves(q2, q3));
-}
 
 // Writes acc[r][c] reduced to out[r * out_stride + c].
 template <int R, int C>

@@ -198,7 +198,7 @@ float DotF32Bf16(const float* a, const uint16_t* b, size_t n) {
 void Attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
                float* out) {
   const size_t group = heads / kv.kv_heads, hd = kv.head_dim;
-  const size_t kv_width = kv.kv_heads * hd;
+  const size_t kv_width = kv.position_stride;
   for (size_t h = 0; h < heads; ++h) {
     const float* query = q + h * hd;
     const size_t head_offset = (h / group) * hd;
@@ -310,6 +310,11 @@ void rope(float* x, size_t heads, size_t head_dim, const float* cos, const float
 void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
                float* out) {
   HWY_DYNAMIC_DISPATCH(Attention)(q, heads, kv, length, scale, scores, out);
+}
+void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
+                    const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
+  for (size_t r = 0; r < rows; ++r)
+    attention(q + r * q_stride, group, kv, first_position + r + 1, scale, scratch, out + r * out_stride);
 }
 void swiglu(const float* gate, const float* up, float* out, size_t n) {
   HWY_DYNAMIC_DISPATCH(Swiglu)(gate, up, out, n);

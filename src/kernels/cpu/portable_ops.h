@@ -18,6 +18,8 @@ void rope(float* x, size_t heads, size_t head_dim, const float* cos, const float
 // does not grow with the context; `scores` needs kKvBlockPositions floats.
 void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
                float* out);
+void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
+                    const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride);
 void swiglu(const float* gate, const float* up, float* out, size_t n);
 void add(float* acc, const float* x, size_t n);
 void store_bf16(const float* in, uint16_t* out, size_t n);

@@ -1,5 +1,6 @@
 #include "kernels/ref/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -226,7 +227,7 @@ void softmax(float* x, size_t n) {
 void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale,
                float* scores, float* out) {
   const size_t group = heads / kv.kv_heads;
-  const size_t kv_width = kv.kv_heads * kv.head_dim;
+  const size_t kv_width = kv.position_stride;
   for (size_t h = 0; h < heads; ++h) {
     const float* query = q + h * kv.head_dim;
     const size_t head_offset = (h / group) * kv.head_dim;
@@ -244,6 +245,17 @@ void attention(const float* q, size_t heads, const KvLayerView& kv, size_t lengt
       for (size_t d = 0; d < kv.head_dim; ++d) result[d] += scores[t] * bf16_to_f32(value[d]);
     }
   }
+}
+
+void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
+                    const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
+  for (size_t r = 0; r < rows; ++r)
+    attention(q + r * q_stride, group, kv, first_position + r + 1, scale, scratch, out + r * out_stride);
+}
+
+size_t attention_scratch_floats(size_t context_length, size_t rows, size_t group, size_t head_dim) {
+  // the reference's scores, or one block of K and V widened plus two floats per query
+  return std::max(context_length, 2 * kKvBlockPositions * head_dim + 2 * rows * group);
 }
 
 void swiglu(const float* gate, const float* up, float* out, size_t n) {

@@ -53,6 +53,17 @@ void softmax(float* x, size_t n);
 void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale,
                float* scores, float* out);
 
+// Causal attention of `rows` consecutive query positions [first_position, first_position +
+// rows) of one sequence, for the `group` query heads that share the one kv head `kv` views
+// (kv_heads 1, offsets at that head): query row r's heads at q + r * q_stride, its results at
+// out + r * out_stride (group * head_dim floats each). `scratch` holds
+// attention_scratch_floats(...) floats.
+void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
+                    const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride);
+
+// Scratch attention_rows needs, for any kernel table.
+size_t attention_scratch_floats(size_t context_length, size_t rows, size_t group, size_t head_dim);
+
 // out = silu(gate) * up.
 void swiglu(const float* gate, const float* up, float* out, size_t n);
 

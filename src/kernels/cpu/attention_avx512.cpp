@@ -1,0 +1,158 @@
+#include "kernels/cpu/attention_avx512.h"
+
+// GCC 12 reports its own intrinsics' intentionally undefined lanes as uninitialized once
+// inlined; the warning is about the header, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "kernels/cpu/avx512_sum.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/portable_ops.h"
+
+#define KIPP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+
+namespace kipp::kernels::avx512 {
+namespace {
+
+constexpr size_t kBlock = kKvBlockPositions;  // 32 keys: two vectors of scores
+constexpr size_t kMaxHeadDim = 256;
+
+// e^x to about 1 ulp for x <= 0 (Cephes' expf polynomial, as the trainer's fast_exp); below
+// -87.3 it is 0.
+KIPP_AVX512 inline __m512 exp_nonpositive(__m512 x) {
+  const __m512 clamped = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f),
+                                   _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped));
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512 result = _mm512_scalef_ps(p, n);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ), result, _mm512_setzero_ps());
+}
+
+
+KIPP_AVX512 inline __m512 widen_bf16(const uint16_t* p) {
+  return _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+}
+
+// Scores of one query (chunks = head_dim / 16 vectors) against 16 widened keys, 16 floats
+// apart by key row of `head_dim`.
+template <size_t Chunks>
+KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const float* keys, size_t head_dim) {
+  __m512 partial[16];
+#pragma GCC unroll 16
+  for (size_t j = 0; j < 16; ++j) {
+    const float* key = keys + j * head_dim;
+    __m512 sum = _mm512_mul_ps(query[0], _mm512_loadu_ps(key));
+#pragma GCC unroll 16
+    for (size_t c = 1; c < Chunks; ++c) sum = _mm512_fmadd_ps(query[c], _mm512_loadu_ps(key + c * 16), sum);
+    partial[j] = sum;
+  }
+  return reduce16(partial);
+}
+
+template <size_t Chunks>
+KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
+                                const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
+  constexpr size_t kHeadDim = Chunks * 16;
+  float* keys = scratch;                // kBlock x head_dim, widened
+  float* values = keys + kBlock * kHeadDim;
+  float* state = values + kBlock * kHeadDim;  // per query: running max, running sum
+  const size_t queries = rows * group;
+  for (size_t i = 0; i < queries; ++i) {
+    state[2 * i] = -INFINITY;
+    state[2 * i + 1] = 0.0f;
+    float* result = out + (i / group) * out_stride + (i % group) * kHeadDim;
+    std::fill(result, result + kHeadDim, 0.0f);
+  }
+  const size_t last = first_position + rows - 1;
+  for (size_t base = 0; base <= last; base += kBlock) {
+    const size_t count = std::min(kBlock, last + 1 - base);
+    const uint16_t* block = kv.blocks[base / kBlock];
+    for (size_t t = 0; t < kBlock; ++t)
+      for (size_t c = 0; c < Chunks; ++c) {
+        const bool present = t < count;
+        _mm512_storeu_ps(keys + t * kHeadDim + c * 16,
+                         present ? widen_bf16(block + kv.k_offset + t * kv.position_stride + c * 16) : _mm512_setzero_ps());
+        _mm512_storeu_ps(values + t * kHeadDim + c * 16,
+                         present ? widen_bf16(block + kv.v_offset + t * kv.position_stride + c * 16) : _mm512_setzero_ps());
+      }
+    for (size_t i = 0; i < queries; ++i) {
+      const size_t row = i / group, position = first_position + row;
+      if (position < base) continue;
+      const size_t visible = std::min(count, position + 1 - base);
+      const float* query_values = q + row * q_stride + (i % group) * kHeadDim;
+      __m512 query[Chunks];
+#pragma GCC unroll 16
+      for (size_t c = 0; c < Chunks; ++c) query[c] = _mm512_loadu_ps(query_values + c * 16);
+      const __mmask16 low = visible >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << visible) - 1);
+      const __mmask16 high = visible <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (visible - 16)) - 1);
+      const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
+      const __m512 s0 = _mm512_mask_blend_ps(low, minus_infinity,
+                                             _mm512_mul_ps(scores16(query, keys, kHeadDim), _mm512_set1_ps(scale)));
+      const __m512 s1 = high == 0 ? minus_infinity
+                                  : _mm512_mask_blend_ps(high, minus_infinity,
+                                                         _mm512_mul_ps(scores16(query, keys + 16 * kHeadDim, kHeadDim),
+                                                                       _mm512_set1_ps(scale)));
+      const float block_max = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+      const float new_max = std::max(state[2 * i], block_max);
+      const float keep = std::exp(state[2 * i] - new_max);
+      const __m512 shift = _mm512_set1_ps(new_max);
+      alignas(64) float weights[kBlock];
+      const __m512 p0 = _mm512_maskz_mov_ps(low, exp_nonpositive(_mm512_sub_ps(s0, shift)));
+      const __m512 p1 = _mm512_maskz_mov_ps(high, exp_nonpositive(_mm512_sub_ps(s1, shift)));
+      _mm512_store_ps(weights, p0);
+      _mm512_store_ps(weights + 16, p1);
+      state[2 * i + 1] = state[2 * i + 1] * keep + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      state[2 * i] = new_max;
+      float* result = out + row * out_stride + (i % group) * kHeadDim;
+      __m512 acc[Chunks];
+      const __m512 keep_v = _mm512_set1_ps(keep);
+#pragma GCC unroll 16
+      for (size_t c = 0; c < Chunks; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(result + c * 16), keep_v);
+      for (size_t t = 0; t < visible; ++t) {
+        const __m512 weight = _mm512_set1_ps(weights[t]);
+#pragma GCC unroll 16
+        for (size_t c = 0; c < Chunks; ++c)
+          acc[c] = _mm512_fmadd_ps(weight, _mm512_loadu_ps(values + t * kHeadDim + c * 16), acc[c]);
+      }
+#pragma GCC unroll 16
+      for (size_t c = 0; c < Chunks; ++c) _mm512_storeu_ps(result + c * 16, acc[c]);
+    }
+  }
+  for (size_t i = 0; i < queries; ++i) {
+    float* result = out + (i / group) * out_stride + (i % group) * kHeadDim;
+    const __m512 inverse = _mm512_set1_ps(1.0f / state[2 * i + 1]);
+    for (size_t c = 0; c < Chunks; ++c)
+      _mm512_storeu_ps(result + c * 16, _mm512_mul_ps(_mm512_loadu_ps(result + c * 16), inverse));
+  }
+}
+
+}  // namespace
+
+void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
+                    const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
+  switch (kv.head_dim) {
+    case 64:
+      return attention_tile<4>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+    case 128:
+      return attention_tile<8>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+    case 256:
+      return attention_tile<16>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+    default:
+      return portable::attention_rows(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+  }
+}
+
+}  // namespace kipp::kernels::avx512
