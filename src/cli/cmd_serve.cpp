@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -101,6 +102,7 @@ int run_serve(ServeArgs args) {
     if (signal == 0) return;  // the server ended on its own
     std::fprintf(stderr, "kipp serve: %s, stopping\n", signal == SIGINT ? "interrupted" : "terminated");
     (*scheduler)->stop();  // ends every request, so no handler keeps the server waiting
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // lets streams send their error and [DONE]
     http.stop();
   });
   std::printf("kipp serve: listening on http://%s:%d\n", url_host(options.host).c_str(), *port);

@@ -159,7 +159,6 @@ struct HttpServer::Impl {
   PromptContext prompt_context;
   RequestLimits limits;
   int64_t started = 0;
-  int port = 0;
 
   Impl(const ServerOptions& o, Scheduler& s, Metrics& m) : options(o), scheduler(s), metrics(m) {
     prompt_context.tokenizer = &scheduler.tokenizer();
@@ -368,7 +367,6 @@ Expected<int> HttpServer::bind() {
   if (port == 0)
     return make_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
                       " (address in use, or not an address of this machine)");
-  impl_->port = port;
   return port;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/cpu/kernels.h"
 #include "matmul_fixtures.h"
 
@@ -93,6 +94,124 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
                       << "row " << r << " output " << o;
             }
           }
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// K/V of one sequence in scrambled 32-position blocks: [position][kv_head][head_dim] BF16 for
+// K and V of one layer per block.
+struct KvBlocks {
+  size_t kv_heads, head_dim;
+  std::vector<std::vector<uint16_t>> storage;
+  std::vector<const uint16_t*> table;
+
+  KvBlocks(size_t kv_heads_, size_t head_dim_, size_t positions, std::mt19937& rng)
+      : kv_heads(kv_heads_), head_dim(head_dim_) {
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    const size_t blocks = (positions + 31) / 32;
+    storage.resize(blocks);
+    for (auto& block : storage) {
+      block.resize(2 * 32 * kv_heads * head_dim);
+      for (uint16_t& value : block) value = kipp::f32_to_bf16(dist(rng));
+    }
+    for (size_t b = 0; b < blocks; ++b) table.push_back(storage[(b * 7 + 3) % blocks].data());
+  }
+  kipp::kernels::KvLayerView view(size_t kv_head) const {
+    const size_t width = kv_heads * head_dim;
+    return {table.data(), kv_head * head_dim, 32 * width + kv_head * head_dim, 1, head_dim, width};
+  }
+};
+
+TEST(KernelSimdAttention, RowsEqualReferenceAndDoNotDependOnTheirTile) {
+  std::mt19937 rng(131);
+  for (const KernelTable* table : simd_tables())
+    for (size_t head_dim : {32, 64, 128})
+      for (size_t group : {1, 2}) {
+        constexpr size_t kKvHeads = 2, kPositions = 100;
+        const KvBlocks kv(kKvHeads, head_dim, kPositions, rng);
+        const size_t q_stride = kKvHeads * group * head_dim;
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        std::vector<float> q(kPositions * q_stride);
+        for (float& v : q) v = dist(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        std::vector<float> scratch(ref::attention_scratch_floats(kPositions, 40, group, head_dim));
+        for (size_t first : {0, 31, 60})
+          for (size_t rows : {1, 5, 40}) {
+            if (first + rows > kPositions) continue;
+            SCOPED_TRACE(std::string(table->name) + " head_dim " + std::to_string(head_dim) + " group " +
+                         std::to_string(group) + " first " + std::to_string(first) + " rows " + std::to_string(rows));
+            for (size_t g = 0; g < kKvHeads; ++g) {
+              const float* queries = q.data() + first * q_stride + g * group * head_dim;
+              std::vector<float> expected(rows * q_stride), got(rows * q_stride);
+              ref::attention_rows(queries, q_stride, rows, first, group, kv.view(g), scale, scratch.data(),
+                                  expected.data(), q_stride);
+              table->attention_rows(queries, q_stride, rows, first, group, kv.view(g), scale, scratch.data(),
+                                    got.data(), q_stride);
+              for (size_t r = 0; r < rows; ++r)
+                for (size_t i = 0; i < group * head_dim; ++i)
+                  ASSERT_NEAR(got[r * q_stride + i], expected[r * q_stride + i], 1e-5)  // outputs are averages of values in [-2, 2]
+                      << "row " << r << " element " << i;
+              for (size_t r = 0; r < rows; ++r) {
+                std::vector<float> alone(q_stride);
+                table->attention_rows(queries + r * q_stride, q_stride, 1, first + r, group, kv.view(g), scale,
+                                      scratch.data(), alone.data(), q_stride);
+                for (size_t i = 0; i < group * head_dim; ++i)
+                  ASSERT_EQ(std::bit_cast<uint32_t>(alone[i]), std::bit_cast<uint32_t>(got[r * q_stride + i]))
+                      << "row " << r << " element " << i;
+              }
+            }
+          }
+      }
+}
+
+TEST(KernelSimdElementwise, EqualReference) {
+  std::mt19937 rng(137);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  for (const KernelTable* table : simd_tables()) {
+    SCOPED_TRACE(table->name);
+    for (size_t n : {1, 7, 64, 1000, 3072}) {
+      std::vector<float> x(n), weight(n), up(n);
+      for (size_t i = 0; i < n; ++i) x[i] = dist(rng), weight[i] = dist(rng), up[i] = dist(rng);
+      std::vector<float> expected(n), got(n);
+      ref::rms_norm(x.data(), weight.data(), expected.data(), n, 1e-6f);
+      table->rms_norm(x.data(), weight.data(), got.data(), n, 1e-6f);
+      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], expected[i], 1e-6 * std::fabs(expected[i]) + 1e-7) << i;
+      ref::swiglu(x.data(), up.data(), expected.data(), n);
+      table->swiglu(x.data(), up.data(), got.data(), n);
+      for (size_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], expected[i], 1e-6 * std::fabs(expected[i]) + 1e-7) << i;
+      // Exact operations give the same bits.
+      std::vector<uint16_t> bf16_expected(n), bf16_got(n);
+      ref::store_bf16(x.data(), bf16_expected.data(), n);
+      table->store_bf16(x.data(), bf16_got.data(), n);
+      ASSERT_EQ(bf16_expected, bf16_got);
+      std::vector<float> sum_expected = x, sum_got = x;
+      ref::add(sum_expected.data(), up.data(), n);
+      table->add(sum_got.data(), up.data(), n);
+      ASSERT_EQ(sum_expected, sum_got);
+    }
+    for (size_t head_dim : {32, 128}) {
+      std::vector<float> cos(head_dim / 2), sin(head_dim / 2), v(4 * head_dim);
+      ref::rope_angles(1234, head_dim, 1e6, cos.data(), sin.data());
+      for (float& value : v) value = dist(rng);
+      std::vector<float> expected = v, got = v;
+      ref::rope(expected.data(), 4, head_dim, cos.data(), sin.data());
+      table->rope(got.data(), 4, head_dim, cos.data(), sin.data());
+      ASSERT_EQ(expected, got);
+    }
+    // Prepared inputs are bit for bit the reference's, in both formats.
+    for (kipp::kernels::InputFormat format : {kipp::kernels::InputFormat::BF16, kipp::kernels::InputFormat::Q8}) {
+      constexpr size_t kRows = 3, kCols = 96, kStride = 100;
+      std::vector<float> x(kRows * kStride);
+      for (float& value : x) value = dist(rng);
+      const size_t bytes = kipp::kernels::prepared_input_bytes(format, kRows, kCols);
+      std::vector<uint8_t> expected(bytes), got(bytes);
+      ref::prepare_input(format, x.data(), kRows, kStride, kCols, expected.data());
+      table->prepare_input(format, x.data(), kRows, kStride, kCols, got.data());
+      ASSERT_EQ(expected, got);
     }
   }
 }

@@ -144,6 +144,8 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
 void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
                     const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
   switch (kv.head_dim) {
+    case 32:
+      return attention_tile<2>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
     case 64:
       return attention_tile<4>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
     case 128:

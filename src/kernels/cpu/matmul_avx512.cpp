@@ -57,6 +57,24 @@ KIPP_AVX512 inline void store_reduced(const __m512 (&acc)[R][C], float* out, siz
   }
 }
 
+// One 32-element step of every accumulator of a BF16 tile (the row's tail masked).
+template <int R, int C, bool Masked>
+KIPP_AVX512 inline void bf16_step(__m512 (&acc)[R][C], const Tile& t, const uint16_t* x, size_t cols, size_t i,
+                                  __mmask32 mask) {
+  const auto load = [mask](const void* p) KIPP_AVX512 {
+    return Masked ? _mm512_maskz_loadu_epi16(mask, p) : _mm512_loadu_si512(p);
+  };
+  __m512bh w[C];
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) w[c] = (__m512bh)load(t.weights + c * t.row_bytes + i * 2);
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const auto xv = (__m512bh)load(x + r * cols + i);
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, w[c]);
+  }
+}
+
 template <int R, int C>
 KIPP_AVX512 void bf16_tile(const Tile& t) {
   const size_t cols = t.in->cols;
@@ -66,19 +84,9 @@ KIPP_AVX512 void bf16_tile(const Tile& t) {
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   const uint16_t* x = t.in->bf16 + t.row * cols;
-  for (size_t i = 0; i < cols; i += 32) {
-    const __mmask32 mask = cols - i >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (cols - i)) - 1);
-    __m512bh w[C];
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c)
-      w[c] = (__m512bh)_mm512_maskz_loadu_epi16(mask, t.weights + c * t.row_bytes + i * 2);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const auto xv = (__m512bh)_mm512_maskz_loadu_epi16(mask, x + r * cols + i);
-#pragma GCC unroll 8
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], xv, w[c]);
-    }
-  }
+  size_t i = 0;
+  for (; i + 32 <= cols; i += 32) bf16_step<R, C, false>(acc, t, x, cols, i, 0);
+  if (i < cols) bf16_step<R, C, true>(acc, t, x, cols, i, static_cast<__mmask32>((1u << (cols - i)) - 1));
   store_reduced<R, C>(acc, t.out, t.out_stride);
 }
 

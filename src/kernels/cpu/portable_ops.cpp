@@ -148,12 +148,21 @@ void RmsNorm(const float* x, const float* weight, float* out, size_t n, float ep
   for (; i < n; ++i) out[i] = x[i] * inverse_rms * weight[i];
 }
 
+// Products and differences rounded one at a time (no fused multiply-add), as the reference.
 void Rope(float* x, size_t heads, size_t head_dim, const float* cos, const float* sin) {
-  const size_t half = head_dim / 2;
+  const FloatTag d;
+  const size_t lanes = hn::Lanes(d), half = head_dim / 2;
   for (size_t h = 0; h < heads; ++h) {
     float* first = x + h * head_dim;
     float* second = first + half;
-    for (size_t i = 0; i < half; ++i) {
+    size_t i = 0;
+    for (; i + lanes <= half; i += lanes) {
+      const auto a = hn::LoadU(d, first + i), b = hn::LoadU(d, second + i);
+      const auto c = hn::LoadU(d, cos + i), s = hn::LoadU(d, sin + i);
+      hn::StoreU(hn::Sub(hn::Mul(a, c), hn::Mul(b, s)), d, first + i);
+      hn::StoreU(hn::Add(hn::Mul(b, c), hn::Mul(a, s)), d, second + i);
+    }
+    for (; i < half; ++i) {
       const float a = first[i], b = second[i];
       first[i] = a * cos[i] - b * sin[i];
       second[i] = b * cos[i] + a * sin[i];
