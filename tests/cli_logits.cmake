@@ -64,10 +64,12 @@ set_tests_properties(cli_logits_missing_model PROPERTIES TIMEOUT 60
 # models (the 0.6b one has Qwen3-0.6B's exact shapes).
 foreach(model tiny qwen3-0.6b)
   set(fixture ${KIPP_HF_FIXTURE_${model}})
+  set(KIPP_DEEP_NMSE_tiny 5e-5)
+  set(KIPP_DEEP_NMSE_qwen3-0.6b 2e-3)
   add_test(NAME cli_logits_vs_reference_${model}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/logits_cli_vs_reference.sh $<TARGET_FILE:kipp>
                    ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${CMAKE_SOURCE_DIR}/tools/torch_reference.py
-                   ${CMAKE_BINARY_DIR}/gates/cli-${model})
+                   ${CMAKE_BINARY_DIR}/gates/cli-${model} ${KIPP_DEEP_NMSE_${model}})
   set_tests_properties(cli_logits_vs_reference_${model} PROPERTIES FIXTURES_REQUIRED "${fixture};gguf_${model}_bf16"
                        TIMEOUT 600 RESOURCE_LOCK big_memory PASS_REGULAR_EXPRESSION "PASS")
 endforeach()

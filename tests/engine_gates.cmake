@@ -10,13 +10,17 @@ foreach(model tiny qwen3-0.6b)
   if(model STREQUAL "tiny")
     set(gate engine_gates_tiny)
     set(timeout 300)
+    set(deep_bounds 5e-5,1)
   else()
     set(gate engine_gates_0.6b)
     set(timeout 1200)
+    # 28 random layers amplify the BF16 input roundings the two sides flip differently (see
+    # DeepBounds in engine_gates.cpp): measured NMSE 3e-4 to 5.4e-4, argmax 66/67 at worst.
+    set(deep_bounds 2e-3,0.95)
   endif()
   add_test(NAME ${gate}
            COMMAND engine_gates ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${KIPP_PY}
-                   ${CMAKE_SOURCE_DIR}/tools/torch_reference.py ${CMAKE_BINARY_DIR}/gates/${model})
+                   ${CMAKE_SOURCE_DIR}/tools/torch_reference.py ${CMAKE_BINARY_DIR}/gates/${model} ${deep_bounds})
   set_tests_properties(${gate} PROPERTIES FIXTURES_REQUIRED "${fixtures}" TIMEOUT ${timeout})
   if(NOT model STREQUAL "tiny")
     set_tests_properties(${gate} PROPERTIES RESOURCE_LOCK big_memory)

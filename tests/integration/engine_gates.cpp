@@ -39,6 +39,18 @@ namespace fs = std::filesystem;
 
 constexpr double kReferenceNmse = 5e-5;  // Kipp's FP32 kernels vs PyTorch's FP32 (different sum orders)
 constexpr double kCacheNmse = 1e-6;      // the same kernels, cached vs recomputed
+
+// Bounds of the whole-depth comparisons (the logits and the final norm), from the optional
+// sixth argument "NMSE,AGREEMENT". Every product's input is rounded to BF16 on both sides, and a
+// deep model of random weights amplifies each rounding that the two sides' different sum
+// orders happen to flip, layer after layer: on the 28-layer synthetic model the scalar
+// reference kernels and the SIMD kernels both land near NMSE 5e-4 against PyTorch, with the
+// argmax differing at a few near-tied positions, while layer 0 stays within 1e-5.
+struct DeepBounds {
+  double nmse = kReferenceNmse;
+  double min_argmax_agreement = 1.0;
+};
+DeepBounds deep_bounds;
 constexpr uint32_t kDecodeSteps = 33;    // with the short prompt, the decode crosses a 32-position block
 
 struct Prompt {
@@ -94,7 +106,7 @@ size_t argmax(std::span<const float> values) {
 // Row-by-row comparison of two [rows, width] matrices: the worst per-row NMSE against `bound`
 // and, for logits, the argmax of every row.
 void compare_rows(const std::string& what, std::span<const float> actual, std::span<const float> expected,
-                  size_t rows, size_t width, double bound, bool same_argmax) {
+                  size_t rows, size_t width, double bound, bool same_argmax, double min_agreement = 1.0) {
   if (actual.size() != rows * width || expected.size() != rows * width)
     return report(false, what,
                   "sizes differ: " + std::to_string(actual.size()) + " vs " + std::to_string(expected.size()));
@@ -116,7 +128,9 @@ void compare_rows(const std::string& what, std::span<const float> actual, std::s
     detail += ", argmax equal at " + std::to_string(rows - argmax_mismatches) + "/" + std::to_string(rows);
     if (argmax_mismatches > 0) detail += " (first difference at position " + std::to_string(first_mismatch) + ")";
   }
-  report(worst <= bound && argmax_mismatches == 0, what, detail);
+  const double agreement = rows == 0 ? 1.0 : static_cast<double>(rows - argmax_mismatches) / static_cast<double>(rows);
+  if (min_agreement < 1.0) detail += ", at least " + scientific(min_agreement) + " required";
+  report(worst <= bound && agreement >= min_agreement, what, detail);
 }
 
 // Collects, per position, the activations the reference dumps: the embedding, layer 0's
@@ -216,7 +230,9 @@ void compare_with_reference(const std::string& what, const fs::path& dir, const 
                             std::span<const float> actual, size_t rows, size_t width, bool same_argmax) {
   auto expected = load_matrix(dir, name, rows, width);
   if (!expected.ok()) return report(false, what, expected.message());
-  compare_rows(what, actual, *expected, rows, width, kReferenceNmse, same_argmax);
+  const bool whole_depth = name == "logits" || name == "final_norm";
+  compare_rows(what, actual, *expected, rows, width, whole_depth ? deep_bounds.nmse : kReferenceNmse, same_argmax,
+               whole_depth ? deep_bounds.min_argmax_agreement : 1.0);
 }
 
 // The embedding is a BF16 row upcast to FP32 on both sides: it must be bit-exact.
@@ -423,8 +439,12 @@ void gate_pooled(const std::string& gguf, std::span<const uint32_t> long_ids, st
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR\n");
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR [NMSE,AGREEMENT]\n");
+    return 2;
+  }
+  if (argc == 7 && std::sscanf(argv[6], "%lf,%lf", &deep_bounds.nmse, &deep_bounds.min_argmax_agreement) != 2) {
+    std::fprintf(stderr, "engine_gates: bad bounds '%s' (want NMSE,AGREEMENT)\n", argv[6]);
     return 2;
   }
   const Inputs inputs{argv[1], argv[2], argv[3], argv[4], argv[5]};
