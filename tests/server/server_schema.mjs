@@ -316,7 +316,7 @@ await main('server_schema', async (t) => {
     const s0 = parseMetrics(r.text);
     t.ok(s0.every((x) => !x.bad), `GET /metrics: lines that are not Prometheus samples: ${fmt(s0.filter((x) => x.bad).map((x) => x.bad))}`);
     for (const n of names) t.ok(metric(s0, n) !== undefined, `GET /metrics: no sample of ${n}`);
-    t.eq(metric(s0, 'kipp_batch_capacity'), 8, 'kipp_batch_capacity (default --max-batch 8)');
+    t.eq(metric(s0, 'kipp_batch_capacity'), 16, 'kipp_batch_capacity (default --max-batch 16, docs/SERVER.md)');
     t.eq(metric(s0, 'kipp_batch_occupancy'), 0, 'kipp_batch_occupancy when idle');
     t.eq(metric(s0, 'kipp_queue_depth'), 0, 'kipp_queue_depth when idle');
     const total = metric(s0, 'kipp_kv_pool_blocks_total');

@@ -52,13 +52,13 @@ template <size_t Chunks>
 KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const float* keys, size_t head_dim) {
   __m512 partial[16];
 #pragma GCC unroll 16
-  for (size_t j = 0; j < 16; ++j) {
-    const float* key = keys + j * head_dim;
-    __m512 sum = _mm512_mul_ps(query[0], _mm512_loadu_ps(key));
+  for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_mul_ps(query[0], _mm512_loadu_ps(keys + j * head_dim));
+  // Chunk by chunk across the 16 keys, so 16 independent sums are in flight.
 #pragma GCC unroll 16
-    for (size_t c = 1; c < Chunks; ++c) sum = _mm512_fmadd_ps(query[c], _mm512_loadu_ps(key + c * 16), sum);
-    partial[j] = sum;
-  }
+  for (size_t c = 1; c < Chunks; ++c)
+#pragma GCC unroll 16
+    for (size_t j = 0; j < 16; ++j)
+      partial[j] = _mm512_fmadd_ps(query[c], _mm512_loadu_ps(keys + j * head_dim + c * 16), partial[j]);
   return reduce16(partial);
 }
 
@@ -68,8 +68,10 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
   constexpr size_t kHeadDim = Chunks * 16;
   float* keys = scratch;                // kBlock x head_dim, widened
   float* values = keys + kBlock * kHeadDim;
-  float* state = values + kBlock * kHeadDim;  // per query: running max, running sum
   const size_t queries = rows * group;
+  float* state = values + kBlock * kHeadDim;  // per query: running max, running sum
+  float* scores = state + 2 * queries;        // per query: the block's scores, then weights
+  float* keep = scores + kBlock * queries;    // per query: the rescaling of what came before
   for (size_t i = 0; i < queries; ++i) {
     state[2 * i] = -INFINITY;
     state[2 * i + 1] = 0.0f;
@@ -88,6 +90,9 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
         _mm512_storeu_ps(values + t * kHeadDim + c * 16,
                          present ? widen_bf16(block + kv.v_offset + t * kv.position_stride + c * 16) : _mm512_setzero_ps());
       }
+    // Three passes over the tile's queries, each a loop of independent iterations the core
+    // can overlap: the block's scores, the softmax update, the weighted sum of the values.
+    const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
     for (size_t i = 0; i < queries; ++i) {
       const size_t row = i / group, position = first_position + row;
       if (position < base) continue;
@@ -98,27 +103,38 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
       for (size_t c = 0; c < Chunks; ++c) query[c] = _mm512_loadu_ps(query_values + c * 16);
       const __mmask16 low = visible >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << visible) - 1);
       const __mmask16 high = visible <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (visible - 16)) - 1);
-      const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
-      const __m512 s0 = _mm512_mask_blend_ps(low, minus_infinity,
-                                             _mm512_mul_ps(scores16(query, keys, kHeadDim), _mm512_set1_ps(scale)));
-      const __m512 s1 = high == 0 ? minus_infinity
-                                  : _mm512_mask_blend_ps(high, minus_infinity,
-                                                         _mm512_mul_ps(scores16(query, keys + 16 * kHeadDim, kHeadDim),
-                                                                       _mm512_set1_ps(scale)));
-      const float block_max = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
-      const float new_max = std::max(state[2 * i], block_max);
-      const float keep = std::exp(state[2 * i] - new_max);
+      float* row_scores = scores + i * kBlock;
+      _mm512_storeu_ps(row_scores, _mm512_mask_blend_ps(low, minus_infinity,
+                                                        _mm512_mul_ps(scores16(query, keys, kHeadDim), _mm512_set1_ps(scale))));
+      _mm512_storeu_ps(row_scores + 16,
+                       high == 0 ? minus_infinity
+                                 : _mm512_mask_blend_ps(high, minus_infinity,
+                                                        _mm512_mul_ps(scores16(query, keys + 16 * kHeadDim, kHeadDim),
+                                                                      _mm512_set1_ps(scale))));
+    }
+    for (size_t i = 0; i < queries; ++i) {
+      if (first_position + i / group < base) continue;
+      float* row_scores = scores + i * kBlock;
+      const __m512 s0 = _mm512_loadu_ps(row_scores), s1 = _mm512_loadu_ps(row_scores + 16);
+      const float new_max = std::max(state[2 * i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
+      keep[i] = std::exp(state[2 * i] - new_max);
       const __m512 shift = _mm512_set1_ps(new_max);
-      alignas(64) float weights[kBlock];
-      const __m512 p0 = _mm512_maskz_mov_ps(low, exp_nonpositive(_mm512_sub_ps(s0, shift)));
-      const __m512 p1 = _mm512_maskz_mov_ps(high, exp_nonpositive(_mm512_sub_ps(s1, shift)));
-      _mm512_store_ps(weights, p0);
-      _mm512_store_ps(weights + 16, p1);
-      state[2 * i + 1] = state[2 * i + 1] * keep + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      // exp(-inf) is 0: invisible keys get no weight.
+      const __m512 p0 = exp_nonpositive(_mm512_sub_ps(s0, shift));
+      const __m512 p1 = exp_nonpositive(_mm512_sub_ps(s1, shift));
+      _mm512_storeu_ps(row_scores, p0);
+      _mm512_storeu_ps(row_scores + 16, p1);
+      state[2 * i + 1] = state[2 * i + 1] * keep[i] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
       state[2 * i] = new_max;
+    }
+    for (size_t i = 0; i < queries; ++i) {
+      const size_t row = i / group, position = first_position + row;
+      if (position < base) continue;
+      const size_t visible = std::min(count, position + 1 - base);
+      const float* weights = scores + i * kBlock;
       float* result = out + row * out_stride + (i % group) * kHeadDim;
       __m512 acc[Chunks];
-      const __m512 keep_v = _mm512_set1_ps(keep);
+      const __m512 keep_v = _mm512_set1_ps(keep[i]);
 #pragma GCC unroll 16
       for (size_t c = 0; c < Chunks; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(result + c * 16), keep_v);
       for (size_t t = 0; t < visible; ++t) {

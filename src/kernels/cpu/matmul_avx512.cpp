@@ -85,6 +85,7 @@ KIPP_AVX512 void bf16_tile(const Tile& t) {
     for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
   const uint16_t* x = t.in->bf16 + t.row * cols;
   size_t i = 0;
+#pragma GCC unroll 2
   for (; i + 32 <= cols; i += 32) bf16_step<R, C, false>(acc, t, x, cols, i, 0);
   if (i < cols) bf16_step<R, C, true>(acc, t, x, cols, i, static_cast<__mmask32>((1u << (cols - i)) - 1));
   store_reduced<R, C>(acc, t.out, t.out_stride);
