@@ -84,12 +84,24 @@ int run_serve(ServeArgs args) {
   sigaction(SIGTERM, &action, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // A port in use is a usage error: say so before loading the model (and again if another
+  // process takes the port meanwhile).
+  if (options.port != 0) {
+    if (const std::string problem = server::bind_problem(options.host, options.port); !problem.empty()) {
+      std::fprintf(stderr, "kipp: error: %s\n", problem.c_str());
+      return kUsageExit;
+    }
+  }
+
   server::Metrics metrics;
   auto scheduler = server::Scheduler::create(options.model_path, options.scheduler, &metrics);
   if (!scheduler.ok()) return fail(scheduler.message());
   server::HttpServer http(options, **scheduler, metrics);
   auto port = http.bind();
-  if (!port.ok()) return fail(port.message());
+  if (!port.ok()) {
+    std::fprintf(stderr, "kipp: error: %s\n", port.message().c_str());
+    return kUsageExit;
+  }
   std::fprintf(stderr, "kipp serve: %s as '%s': context %u, K/V pool %u blocks (%u MiB), batch %u, queue %u\n",
                options.model_path.c_str(), options.served_names.front().c_str(), (*scheduler)->context(),
                (*scheduler)->pool_blocks(), options.scheduler.kv_pool_mib, options.scheduler.max_batch,
@@ -134,6 +146,9 @@ void register_serve(CLI::App& app, Action& action) {
   command->add_option("--threads", s.threads, "Compute threads; 0: one per hardware thread")->capture_default_str();
   command->add_option("--max-queue", s.max_queue, "Requests waiting for admission before 503")->capture_default_str();
   command->add_option("--max-body-kib", o.max_body_kib, "Largest request body (413 beyond)")->capture_default_str();
+  command->add_option("--default-max-tokens", s.default_max_tokens,
+                      "Tokens per choice when a chat request sets no max_tokens (0: up to the context)")
+      ->capture_default_str();
   command->add_option("--timeout-s", s.timeout_s, "Per-request generation deadline in seconds")->capture_default_str();
   command->add_option("--cors-origin", o.cors_origins, "Browser origin allowed besides localhost (repeatable; * = any)");
   add_no_verify_flag(*command, args->no_verify);

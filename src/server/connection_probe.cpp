@@ -59,4 +59,8 @@ bool ConnectionProbe::peer_closed() const {
   return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
+void ConnectionProbe::shutdown() const {
+  if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+}
+
 }  // namespace kipp::server

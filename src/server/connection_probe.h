@@ -16,6 +16,9 @@ class ConnectionProbe {
   // The peer closed or reset the connection (data it pipelined meanwhile does not count).
   bool peer_closed() const;
   bool found() const { return fd_ >= 0; }
+  // Shuts the connection down both ways (what was written is still delivered): the server's
+  // next read of it fails, so the connection closes instead of serving another request.
+  void shutdown() const;
 
  private:
   int fd_ = -1;

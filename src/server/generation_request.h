@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 struct GenerationRequest {
   std::vector<uint32_t> prompt;
   uint32_t n = 1;                       // choices sharing the prompt
-  std::optional<uint32_t> max_tokens;   // per choice; none: up to the context (and the pool)
+  std::optional<uint32_t> max_tokens;   // per choice; none: SchedulerOptions::default_max_tokens
   SamplingParams sampling;              // choice i samples with seed sampling.seed + i
   std::vector<std::string> stop;
   bool logprobs = false;                // report each token's logprob (and sampling.top_logprobs alternatives)

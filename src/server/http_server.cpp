@@ -1,9 +1,15 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -21,6 +27,9 @@ using namespace std::chrono_literals;
 constexpr auto kPollInterval = 50ms;  // how often a waiting handler looks at its client
 constexpr auto kPingInterval = 1s;    // SSE comment pings while nothing else is sent
 constexpr const char* kFingerprint = "kipp-0.1.0";
+constexpr size_t kMaxHeaders = 100;   // header lines a request may have (browsers send about 20)
+// Headers cpp-httplib adds to every request (not the client's).
+constexpr const char* kLibraryHeaders[] = {"REMOTE_ADDR", "REMOTE_PORT", "LOCAL_ADDR", "LOCAL_PORT"};
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -39,6 +48,74 @@ ApiError api_error(int status, std::string message, std::string type, std::strin
   error.code = std::move(code);
   error.param = std::move(param);
   return error;
+}
+
+std::string lowercase(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+bool is_digits(const std::string& text, size_t max_length) {
+  return !text.empty() && text.size() <= max_length &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Four dot-separated decimal octets (1 to 3 digits, at most 255), the first 127.
+bool is_loopback_ipv4(const std::string& host) {
+  size_t start = 0;
+  for (int octet = 0; octet < 4; ++octet) {
+    const size_t dot = host.find('.', start);
+    if ((octet < 3) == (dot == std::string::npos)) return false;
+    const std::string part = host.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!is_digits(part, 3) || std::stoi(part) > 255 || (octet == 0 && part != "127")) return false;
+    start = dot + 1;
+  }
+  return true;
+}
+
+// "host[:port]" or "[v6][:port]" (port: 1 to 5 digits) to the host; false for any other form.
+bool split_host_header(const std::string& header, std::string& host) {
+  std::string rest;
+  if (!header.empty() && header.front() == '[') {
+    const size_t close = header.find(']');
+    if (close == std::string::npos) return false;
+    host = header.substr(0, close + 1);
+    rest = header.substr(close + 1);
+  } else {
+    const size_t colon = header.find(':');
+    host = header.substr(0, colon);
+    rest = colon == std::string::npos ? "" : header.substr(colon);
+  }
+  if (host.empty() || host == "[]") return false;
+  return rest.empty() || (rest.front() == ':' && is_digits(rest.substr(1), 5));
+}
+
+// A header name as RFC 9110 allows it (a token). cpp-httplib keeps whatever precedes the first
+// colon, so "X-Bad : 1" arrives as the name "X-Bad ".
+bool is_token(const std::string& name) {
+  static constexpr const char* kPunctuation = "!#$%&'*+-.^_`|~";
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr(kPunctuation, c) != nullptr);
+  });
+}
+
+// Whether the request announces a body (which a response sent before reading it leaves unread).
+bool announces_body(const httplib::Request& req) {
+  return req.has_header("Transfer-Encoding") ||
+         (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+// The Content-Length headers: 0 when absent or fine, 400 when not a number or several that
+// differ, 413 when over `max_bytes`; decided from the headers alone, before any body is read.
+int content_length_status(const httplib::Request& req, uint64_t max_bytes) {
+  const auto [first, last] = req.headers.equal_range("Content-Length");
+  if (first == last) return 0;
+  for (auto it = first; it != last; ++it)
+    if (!is_digits(it->second, 1000) || it->second != first->second) return 400;
+  std::string digits = first->second;
+  digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+  if (digits.size() > 19) return 413;  // more than any body could be
+  return std::stoull(digits) > max_bytes ? 413 : 0;
 }
 
 // "host", "host:port", "[v6]" or "[v6]:port" to the host alone.
@@ -139,7 +216,65 @@ struct Stream {
 }  // namespace
 
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+  const std::string h = lowercase(host);
+  return h == "localhost" || h == "::1" || h == "[::1]" || is_loopback_ipv4(h);
+}
+
+bool host_header_allowed(const std::string& host_header, const std::string& bound_host) {
+  if (is_wildcard(bound_host)) return true;
+  std::string host;
+  if (!split_host_header(host_header, host)) return false;
+  host = lowercase(host);
+  if (host == "localhost" || host == "[::1]" || is_loopback_ipv4(host)) return true;
+  if (is_loopback_host(bound_host)) return false;
+  std::string bound = lowercase(bound_host);
+  if (bound.size() > 2 && bound.front() == '[' && bound.back() == ']') bound = bound.substr(1, bound.size() - 2);
+  return host == bound || host == "[" + bound + "]";
+}
+
+namespace {
+
+// Only SO_REUSEADDR (a restart may bind while old connections sit in TIME_WAIT); cpp-httplib's
+// default also sets SO_REUSEPORT, which lets a second server bind a port that is in use.
+void apply_socket_options(int sock) {
+  int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+}
+
+}  // namespace
+
+std::string bind_problem(const std::string& host, int port) {
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int failed = getaddrinfo(name.c_str(), service.c_str(), &hints, &found); failed != 0)
+    return "cannot resolve --host " + host + ": " + gai_strerror(failed);
+  std::string problem = "no address to bind for --host " + host;
+  for (const addrinfo* address = found; address != nullptr; address = address->ai_next) {
+    const int sock = socket(address->ai_family, address->ai_socktype, address->ai_protocol);
+    if (sock < 0) {
+      problem = std::string("cannot create a socket: ") + std::strerror(errno);
+      continue;
+    }
+    apply_socket_options(sock);
+    const bool bound = ::bind(sock, address->ai_addr, address->ai_addrlen) == 0;
+    const int error = errno;
+    close(sock);
+    if (bound) {
+      problem.clear();
+      break;
+    }
+    problem = error == EADDRINUSE ? "port " + service + " is in use (another process listens on " + host + ":" +
+                                        service + "; pick another --port, or 0 for any free one)"
+                                  : "cannot bind " + host + ":" + service + ": " + std::strerror(error);
+  }
+  freeaddrinfo(found);
+  return problem;
 }
 
 bool constant_time_equal(const std::string& a, const std::string& b) {
@@ -178,10 +313,9 @@ struct HttpServer::Impl {
   const std::string& served_name() const { return options.served_names.front(); }
 
   bool host_allowed(const httplib::Request& req) const {
-    if (is_wildcard(options.host) || !req.has_header("Host")) return true;
-    const std::string host = host_of(req.get_header_value("Host"));
-    if (host == options.host || "[" + options.host + "]" == host) return true;
-    return is_loopback_host(options.host) && is_loopback_host(host);
+    if (!req.has_header("Host")) return true;  // HTTP/1.0
+    if (req.get_header_value_count("Host") != 1) return false;
+    return host_header_allowed(req.get_header_value("Host"), options.host);
   }
 
   bool origin_allowed(const std::string& origin) const {
@@ -198,20 +332,38 @@ struct HttpServer::Impl {
     return constant_time_equal(header.substr(prefix.size()), options.api_key);
   }
 
+  // Runs before the body is read. A refusal of a request that announces a body closes the
+  // connection after the answer (the logger shuts it down), so the unread body is never taken
+  // for the next request.
   httplib::Server::HandlerResponse screen(const httplib::Request& req, httplib::Response& res) {
-    if (!host_allowed(req)) {
-      send_error(res, api_error(403, "the Host header '" + req.get_header_value("Host") +
-                                         "' does not name this server's address",
-                                "invalid_request_error", "host_not_allowed"));
+    const auto refuse = [&](const ApiError& error) {
+      send_error(res, error);
+      if (announces_body(req)) res.set_header("Connection", "close");
       return httplib::Server::HandlerResponse::Handled;
-    }
+    };
+    size_t client_headers = req.headers.size();
+    for (const char* added : kLibraryHeaders) client_headers -= std::min(client_headers, req.headers.count(added));
+    if (client_headers > kMaxHeaders)
+      return refuse(api_error(431, "the request has " + std::to_string(client_headers) + " header lines; at most " +
+                                       std::to_string(kMaxHeaders) + " are accepted",
+                              "invalid_request_error", "too_many_headers"));
+    for (const auto& [name, value] : req.headers)
+      if (!is_token(name))
+        return refuse(api_error(400, "malformed header line '" + name + ":' (a header name is a token, with no spaces)",
+                                "invalid_request_error", "bad_header"));
+    const int length_status = content_length_status(req, uint64_t{options.max_body_kib} * 1024);
+    if (length_status == 400)
+      return refuse(api_error(400, "malformed Content-Length (one decimal number expected)", "invalid_request_error",
+                              "bad_content_length"));
+    if (!host_allowed(req))
+      return refuse(api_error(403, "the Host header '" + req.get_header_value("Host") +
+                                       "' does not name this server's address",
+                              "invalid_request_error", "host_not_allowed"));
     if (req.has_header("Origin")) {
       const std::string origin = req.get_header_value("Origin");
-      if (!origin_allowed(origin)) {
-        send_error(res, api_error(403, "the origin '" + origin + "' is not allowed (see --cors-origin)",
-                                  "invalid_request_error", "origin_not_allowed"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
+      if (!origin_allowed(origin))
+        return refuse(api_error(403, "the origin '" + origin + "' is not allowed (see --cors-origin)",
+                                "invalid_request_error", "origin_not_allowed"));
       res.set_header("Access-Control-Allow-Origin", origin);
       res.set_header("Vary", "Origin");
     }
@@ -224,14 +376,21 @@ struct HttpServer::Impl {
     }
     if (req.path != "/health" && !key_valid(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
-      send_error(res, api_error(401, "invalid or missing API key (Authorization: Bearer KEY)", "authentication_error",
-                                "invalid_api_key"));
-      return httplib::Server::HandlerResponse::Handled;
+      return refuse(api_error(401, "invalid or missing API key (Authorization: Bearer KEY)", "authentication_error",
+                              "invalid_api_key"));
     }
+    if (length_status == 413) return refuse(body_too_large());
     return httplib::Server::HandlerResponse::Unhandled;
   }
 
+  ApiError body_too_large() const {
+    return api_error(413, "the request body is larger than " + std::to_string(options.max_body_kib) +
+                              " KiB (--max-body-kib)",
+                     "invalid_request_error", "body_too_large");
+  }
+
   void configure() {
+    server.set_socket_options(apply_socket_options);
     const size_t threads = size_t{scheduler.max_batch()} + options.scheduler.max_queue + 8;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server.set_payload_max_length(size_t{options.max_body_kib} * 1024);
@@ -244,9 +403,7 @@ struct HttpServer::Impl {
       if (res.status == 404) {
         send_error(res, api_error(404, "no route " + req.method + " " + req.path, "invalid_request_error", "not_found"));
       } else if (res.status == 413) {
-        send_error(res, api_error(413, "the request body is larger than " + std::to_string(options.max_body_kib) +
-                                           " KiB (--max-body-kib)",
-                                  "invalid_request_error", "body_too_large"));
+        send_error(res, body_too_large());
       } else {
         send_error(res, api_error(res.status, "the request could not be handled (HTTP " + std::to_string(res.status) + ")",
                                   res.status >= 500 ? "server_error" : "invalid_request_error"));
@@ -263,8 +420,11 @@ struct HttpServer::Impl {
       }
       send_error(res, api_error(500, "internal error: " + what, "server_error"));
     });
+    // Called once the response is written.
     server.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       metrics.count_request(endpoint_label(req.path), res.status);
+      if (res.status >= 400 && res.get_header_value("Connection") == "close" && !req.remote_addr.empty())
+        ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port).shutdown();
     });
 
     server.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
@@ -364,9 +524,11 @@ Expected<int> HttpServer::bind() {
   } else if (!impl_->server.bind_to_port(host, port)) {
     port = 0;
   }
-  if (port == 0)
-    return make_error("cannot listen on " + o.host + ":" + std::to_string(o.port) +
-                      " (address in use, or not an address of this machine)");
+  if (port == 0) {
+    std::string problem = bind_problem(o.host, o.port);
+    if (problem.empty()) problem = "cannot listen on " + o.host + ":" + std::to_string(o.port);
+    return make_error(problem);
+  }
   return port;
 }
 

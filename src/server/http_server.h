@@ -14,8 +14,16 @@
 
 namespace kipp::server {
 
-// 127.0.0.0/8, ::1 and "localhost".
+// A bare address (as --host takes it) that names this machine only: "localhost", an IPv4
+// literal in 127.0.0.0/8 (four dot-separated decimal octets), "::1" or "[::1]"; case-insensitive.
 bool is_loopback_host(const std::string& host);
+// Whether a request's Host header may reach a server bound to `bound_host` (DNS rebinding
+// defence): "localhost", a 127.0.0.0/8 IPv4 literal or "[::1]", or the bound address itself,
+// each with an optional ":port", case-insensitive. A wildcard bind (0.0.0.0, ::) accepts any.
+bool host_header_allowed(const std::string& host_header, const std::string& bound_host);
+// Why `host`:`port` cannot be bound (empty when it can): "port P is in use", or the system's
+// reason. Binds and closes a probe socket with the server's socket options (SO_REUSEADDR only).
+std::string bind_problem(const std::string& host, int port);
 // Exactly equal, in time that depends only on the lengths of neither.
 bool constant_time_equal(const std::string& a, const std::string& b);
 

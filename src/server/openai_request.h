@@ -70,8 +70,8 @@ struct PromptContext {
 std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequest& request,
                                                                 const PromptContext& context);
 
-// Requests without a max_tokens: OpenAI's legacy completions default (16); chat completions
-// run to the context (and what the K/V pool holds).
+// Requests without a max_tokens: OpenAI's legacy completions default (16); chat completions get
+// the scheduler's default (SchedulerOptions::default_max_tokens, capped by the context and pool).
 inline constexpr uint32_t kDefaultCompletionMaxTokens = 16;
 
 }  // namespace kipp::server

@@ -178,6 +178,7 @@ Submission Scheduler::submit(GenerationRequest request) {
                         " tokens) do not fit the K/V pool: lower n or shorten the prompt",
                     "n");
     queued.max_tokens = room - prompt;
+    if (options_.default_max_tokens != 0) queued.max_tokens = std::min(queued.max_tokens, options_.default_max_tokens);
   }
   queued.private_blocks = blocks_for(uint64_t{prompt} + queued.max_tokens) - shared_blocks;
   queued.worst_blocks = shared_blocks + request.n * queued.private_blocks;

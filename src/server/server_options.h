@@ -17,6 +17,10 @@ struct SchedulerOptions {
   uint32_t prefill_chunk = 32;    // prompt tokens one choice evaluates per step while others decode
   uint32_t prefill_budget = 64;   // prompt tokens all choices evaluate per step (x4 when none decodes)
   uint32_t timeout_s = 600;       // per-request deadline, from arrival to the last token
+  // Tokens per choice when a request gives no max_tokens (chat), capped by the context and the
+  // pool; 0: up to the context. Admission reserves K/V for it, so a smaller default lets more
+  // such requests share the pool.
+  uint32_t default_max_tokens = 2048;
   bool verify_content_hash = true;
 };
 

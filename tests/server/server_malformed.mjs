@@ -88,7 +88,11 @@ await main('server_malformed', async (t) => {
     await rawCase('request line without a version', 'GET /health\r\n\r\n');
     await rawCase('HTTP/9.9', `GET /health HTTP/9.9\r\n${H}\r\n`, { also: [505] });
     await rawCase('NUL in the request target', `GET /hea\0lth HTTP/1.1\r\n${H}\r\n`);
-    await rawCase('header line without a colon', `GET /health HTTP/1.1\r\n${H}NoColonHere\r\n\r\n`);
+    // cpp-httplib 0.11.4 drops a header line without a colon before the server sees the headers
+    // (docs/SERVER.md, Limits): the request is served as if the line were absent. Only an answer
+    // (and the server staying up) is required; the connection stays open so that one comes.
+    const noColon = await raw(srv, `GET /health HTTP/1.1\r\n${H}NoColonHere\r\n\r\n`, { keepOpen: true });
+    t.ok(noColon.status === 200 || isClientError(noColon.status), `raw header line without a colon: expected an answer (200 with the line ignored, or a 4xx), got ${noColon.status !== null ? `HTTP ${noColon.status}` : noColon.timedOut ? 'nothing' : 'a close'}`);
     await rawCase('space before the colon', `GET /health HTTP/1.1\r\n${H}X-Bad : 1\r\n\r\n`);
     await rawCase('unknown method', `BREW /v1/models HTTP/1.1\r\n${H}\r\n`, { also: [501] });
     await rawCase('100 KiB header value', `GET /health HTTP/1.1\r\n${H}X-Big: ${'a'.repeat(100 * 1024)}\r\n\r\n`);

@@ -206,12 +206,45 @@ TEST(ServerMetrics, PrometheusText) {
 }
 
 TEST(ServerSecurity, LoopbackAndKeyComparison) {
-  for (const char* host : {"127.0.0.1", "127.1.2.3", "localhost", "::1", "[::1]"}) EXPECT_TRUE(is_loopback_host(host));
-  for (const char* host : {"0.0.0.0", "::", "192.168.1.2", "example.com"}) EXPECT_FALSE(is_loopback_host(host));
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "127.255.255.255", "localhost", "LocalHost", "::1", "[::1]"})
+    EXPECT_TRUE(is_loopback_host(host)) << host;
+  for (const char* host : {"0.0.0.0", "::", "192.168.1.2", "example.com", "127.0.0.1.evil.com", "127.evil.com",
+                           "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.-1", "127..0.1", "127.0.0.1 ", "0127.0.0.1",
+                           "127.0.0.1:80", "localhost.evil.com", "[::1]x", ""})
+    EXPECT_FALSE(is_loopback_host(host)) << host;
   EXPECT_TRUE(constant_time_equal("secret", "secret"));
   EXPECT_FALSE(constant_time_equal("secret", "secreT"));
   EXPECT_FALSE(constant_time_equal("secret", "secret2"));
   EXPECT_FALSE(constant_time_equal("", "x"));
+}
+
+TEST(ServerSecurity, HostHeaderOfALoopbackBindNamesThisMachineOnly) {
+  for (const char* bound : {"127.0.0.1", "localhost", "::1"}) {
+    for (const char* host : {"127.0.0.1", "127.0.0.1:8080", "127.9.8.7:1", "localhost", "localhost:8080", "LOCALHOST:8080",
+                             "[::1]", "[::1]:8080"})
+      EXPECT_TRUE(host_header_allowed(host, bound)) << bound << " / " << host;
+    for (const char* host : {"127.0.0.1.evil.com", "127.0.0.1.evil.com:8080", "127.evil.com", "localhost.evil.com:8080",
+                             "evil.com", "evil.com:8080", "localhost:", "localhost:80x", "localhost:123456", "localhost:8080:1",
+                             "127.0.0.1:8080@evil.com", "127.0.0.1 evil.com", "::1", "[::1", "[::1]evil", "[::1]:x", "[]",
+                             "[::2]:8080", "192.168.1.2:8080", "0.0.0.0", "", ":8080", "127.0.0.1.", "127.0.0.300"})
+      EXPECT_FALSE(host_header_allowed(host, bound)) << bound << " / " << host;
+  }
+}
+
+TEST(ServerSecurity, HostHeaderOfAnExposedBindNamesItOrLoopback) {
+  for (const char* host : {"192.168.1.2", "192.168.1.2:8080", "localhost:8080", "127.0.0.1"})
+    EXPECT_TRUE(host_header_allowed(host, "192.168.1.2")) << host;
+  for (const char* host : {"192.168.1.2.evil.com", "192.168.1.20", "evil.com:8080", "192.168.1.2:80x", "[192.168.1.2]x"})
+    EXPECT_FALSE(host_header_allowed(host, "192.168.1.2")) << host;
+  EXPECT_TRUE(host_header_allowed("MyBox.lan:8080", "mybox.lan"));
+  EXPECT_FALSE(host_header_allowed("mybox.lan.evil.com", "mybox.lan"));
+  EXPECT_TRUE(host_header_allowed("[fd00::5]:8080", "fd00::5"));
+  EXPECT_TRUE(host_header_allowed("[FD00::5]", "[fd00::5]"));
+  EXPECT_FALSE(host_header_allowed("fd00::5", "fd00::5"));
+  EXPECT_FALSE(host_header_allowed("[fd00::6]", "fd00::5"));
+  // A wildcard bind accepts any Host (the API key protects it).
+  EXPECT_TRUE(host_header_allowed("anything.example:1", "0.0.0.0"));
+  EXPECT_TRUE(host_header_allowed("anything.example", "::"));
 }
 
 }  // namespace

@@ -270,6 +270,19 @@ TEST_F(ServerScheduler, AdmissionWaitsUntilThePoolCanHoldTheWorstCase) {
   EXPECT_EQ(out.usage->completion_tokens, 3u);
 }
 
+TEST_F(ServerScheduler, WithoutMaxTokensTheDefaultCapApplies) {
+  SchedulerOptions options;
+  options.default_max_tokens = 5;
+  auto scheduler = make(options);
+  ASSERT_TRUE(scheduler);
+  GenerationRequest request = greedy_request(random_prompt(23, 8), 1);
+  request.max_tokens.reset();
+  const Outcome out = run_alone(*scheduler, std::move(request));
+  ASSERT_TRUE(out.usage) << out.error;
+  EXPECT_EQ(out.usage->completion_tokens, 5u);
+  EXPECT_EQ(out.finish[0], "length");
+}
+
 TEST_F(ServerScheduler, StopStringsEndAChoiceAndAreNotEmitted) {
   auto scheduler = make();
   ASSERT_TRUE(scheduler);

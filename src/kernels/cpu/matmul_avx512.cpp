@@ -187,22 +187,29 @@ KIPP_AVX512 void affine4_tile(const Tile& t) {
 
 using TileFn = void (*)(const Tile&);
 
-template <template <int, int> class Kernel>
-struct TileTable {
-  TileFn fns[kMaxRows][kMaxOutputs];
-};
-
+// Each kernel's tile shapes, chosen so accumulators, per-output values and the loads fit the 32
+// vector registers: `rows` x `outputs` when many input rows share a step, 1-2 x
+// `decode_outputs` when decoding (more weight rows streaming at once).
 template <int R, int C>
 struct Bf16Kernel {
+  static constexpr int rows = 4, outputs = 4, decode_outputs = 8;
   static void run(const Tile& t) { bf16_tile<R, C>(t); }
 };
 template <int R, int C>
 struct Q8Kernel {
+  static constexpr int rows = 4, outputs = 4, decode_outputs = 8;
   static void run(const Tile& t) { q8_0_tile<R, C>(t); }
 };
+// Three values per output (codes, scales, mins) leave room for fewer accumulators.
 template <int R, int C>
 struct Affine4Kernel {
+  static constexpr int rows = 3, outputs = 4, decode_outputs = 4;
   static void run(const Tile& t) { affine4_tile<R, C>(t); }
+};
+
+template <template <int, int> class Kernel>
+struct TileTable {
+  TileFn fns[kMaxRows][kMaxOutputs] = {};
 };
 
 template <template <int, int> class Kernel, int R, size_t... C>
@@ -212,24 +219,25 @@ constexpr void fill_row(TileFn (&row)[kMaxOutputs], std::index_sequence<C...>) {
 
 template <template <int, int> class Kernel>
 constexpr TileTable<Kernel> make_table() {
+  using Shape = Kernel<1, 1>;
+  static_assert(Shape::rows <= kMaxRows && Shape::outputs <= kMaxOutputs && Shape::decode_outputs <= kMaxOutputs);
   TileTable<Kernel> table{};
-  fill_row<Kernel, 1>(table.fns[0], std::make_index_sequence<kMaxOutputs>());
-  fill_row<Kernel, 2>(table.fns[1], std::make_index_sequence<kMaxOutputs>());
-  fill_row<Kernel, 3>(table.fns[2], std::make_index_sequence<kMaxOutputs / 2>());
-  fill_row<Kernel, 4>(table.fns[3], std::make_index_sequence<kMaxOutputs / 2>());
+  fill_row<Kernel, 1>(table.fns[0], std::make_index_sequence<Shape::decode_outputs>());
+  fill_row<Kernel, 2>(table.fns[1], std::make_index_sequence<Shape::decode_outputs>());
+  if constexpr (Shape::rows >= 3) fill_row<Kernel, 3>(table.fns[2], std::make_index_sequence<Shape::outputs>());
+  if constexpr (Shape::rows >= 4) fill_row<Kernel, 4>(table.fns[3], std::make_index_sequence<Shape::outputs>());
   return table;
 }
 
-// With one or two input rows (decoding) a tile covers 8 outputs, so 8 weight rows stream at
-// once; with more, up to 6 x 4 accumulators leave registers for the loads.
 template <template <int, int> class Kernel>
 void run_tiles(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  using Shape = Kernel<1, 1>;
   static constexpr TileTable<Kernel> table = make_table<Kernel>();
   for (size_t block = 0; block < w.rows; block += kOutputsPerBlock) {
     const size_t block_end = std::min(w.rows, block + kOutputsPerBlock);
-    for (size_t row = 0; row < in.rows; row += kMaxRows) {
-      const size_t rows = std::min<size_t>(kMaxRows, in.rows - row);
-      const size_t width = rows <= 2 ? kMaxOutputs : kMaxOutputs / 2;
+    for (size_t row = 0; row < in.rows; row += Shape::rows) {
+      const size_t rows = std::min<size_t>(Shape::rows, in.rows - row);
+      const size_t width = rows <= 2 ? Shape::decode_outputs : Shape::outputs;
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);
         const Tile tile{&in, row, w.data + o * w.row_bytes, w.row_bytes, out + row * out_stride + o, out_stride};
