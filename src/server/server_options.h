@@ -15,7 +15,7 @@ struct SchedulerOptions {
   uint32_t threads = 0;           // backend threads; 0: one per hardware thread
   uint32_t max_queue = 64;        // requests waiting for admission before 503
   uint32_t prefill_chunk = 32;    // prompt tokens one choice evaluates per step while others decode
-  uint32_t prefill_budget = 64;   // prompt tokens all choices evaluate per step (x4 when none decodes)
+  uint32_t prefill_budget = 256;  // prompt tokens all choices evaluate per step (x4 when none decodes)
   uint32_t timeout_s = 600;       // per-request deadline, from arrival to the last token
   // Tokens per choice when a request gives no max_tokens (chat), capped by the context and the
   // pool; 0: up to the context. Admission reserves K/V for it, so a smaller default lets more
