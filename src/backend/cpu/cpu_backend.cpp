@@ -271,15 +271,17 @@ class CpuBackend final : public Backend {
       // One work item per (tile, kv head): the query heads of a group over their K/V. Items are
       // dealt out round-robin so every thread gets short and long (later) rows alike.
       const size_t work_items = tiles_.size() * kv_heads, threads = std::min(pool_.size(), work_items);
-      pool_.parallel_for(threads, [&](size_t thread, size_t, size_t) {
+      pool_.parallel_for(threads, [&](size_t thread, size_t first_slot, size_t end_slot) {
         float* scratch = attention_scratch_ + thread * attention_scratch_floats_;
-        for (size_t item = thread; item < work_items; item += threads) {
-          const AttentionTile& tile = tiles_[item / kv_heads];
-          const size_t g = item % kv_heads, r = tile.first_row;
-          const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset + g * hd, v_offset + g * hd, 1, hd,
-                                          kvw};
-          k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view, scale, scratch,
-                           attn_ + r * qw + g * group * hd, qw);
+        for (size_t slot = first_slot; slot < end_slot; ++slot) {
+          for (size_t item = slot; item < work_items; item += threads) {
+            const AttentionTile& tile = tiles_[item / kv_heads];
+            const size_t g = item % kv_heads, r = tile.first_row;
+            const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset + g * hd, v_offset + g * hd, 1,
+                                            hd, kvw};
+            k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view, scale, scratch,
+                             attn_ + r * qw + g * group * hd, qw);
+          }
         }
       });
       matmuls(attn_, n, qw, {{&layer.o, proj_}});

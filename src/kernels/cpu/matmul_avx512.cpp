@@ -75,6 +75,14 @@ KIPP_AVX512 inline void bf16_step(__m512 (&acc)[R][C], const Tile& t, const uint
   }
 }
 
+// Decoding a quantized matrix is bound by the unpacking work as much as by memory, so the
+// loads of the next tile's rows (at this offset) are started early instead of waiting for the
+// hardware prefetcher.
+KIPP_AVX512 inline void prefetch_ahead(const Tile& t, int output, int outputs, size_t offset) {
+  _mm_prefetch(reinterpret_cast<const char*>(t.weights + static_cast<size_t>(outputs + output) * t.row_bytes + offset),
+               _MM_HINT_T0);
+}
+
 template <int R, int C>
 KIPP_AVX512 void bf16_tile(const Tile& t) {
   const size_t cols = t.in->cols;
@@ -115,6 +123,7 @@ KIPP_AVX512 void q8_0_tile(const Tile& t) {
       const __m256i second = both ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block[1].q)) : _mm256_setzero_si256();
       w[c] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1), offset);
       w_scale[c] = pair(f16(block[0].scale_f16), both ? f16(block[1].scale_f16) : 0.0f);
+      if constexpr (R <= 2) prefetch_ahead(t, c, C, b * sizeof(BlockQ8_0));
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -165,6 +174,7 @@ KIPP_AVX512 void affine4_tile(const Tile& t) {
       w[c] = _mm512_shuffle_i64x2(halves, halves, _MM_SHUFFLE(3, 1, 2, 0));          // [lo0 hi0 lo1 hi1]
       w_scale[c] = pair(f16(block[0].scale_f16), both ? f16(block[1].scale_f16) : 0.0f);
       w_min[c] = pair(f16(block[0].min_f16), both ? f16(block[1].min_f16) : 0.0f);
+      if constexpr (R <= 2) prefetch_ahead(t, c, C, b * sizeof(BlockAffine4));
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {

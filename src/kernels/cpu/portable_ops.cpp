@@ -38,7 +38,10 @@ void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t
       int8_t* q = codes + r * cols + b * kInputBlock;
       float largest = 0;
       for (size_t i = 0; i < kInputBlock; ++i) largest = std::max(largest, std::fabs(values[i]));
-      const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+      // A block so small that 127 / largest overflows is quantized as zeros (its scale would be
+      // below 1e-38 anyway).
+      const float quotient = largest > 0 ? 127.0f / largest : 0.0f;
+      const float inverse = std::isfinite(quotient) ? quotient : 0.0f;
       int32_t sum = 0;
       for (size_t i = 0; i < kInputBlock; ++i) {
         const float code = std::min(127.0f, std::max(-127.0f, std::nearbyint(values[i] * inverse)));

@@ -92,7 +92,10 @@ PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, siz
           int8_t* q = codes + r * cols + b * kInputBlock;
           float largest = 0;
           for (size_t i = 0; i < kInputBlock; ++i) largest = std::fmax(largest, std::fabs(values[i]));
-          const float inverse = largest > 0 ? 127.0f / largest : 0.0f;
+          // A block so small that 127 / largest overflows is quantized as zeros (its scale would be
+      // below 1e-38 anyway).
+      const float quotient = largest > 0 ? 127.0f / largest : 0.0f;
+      const float inverse = std::isfinite(quotient) ? quotient : 0.0f;
           int32_t sum = 0;
           for (size_t i = 0; i < kInputBlock; ++i) {
             const float code = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(values[i] * inverse)));
