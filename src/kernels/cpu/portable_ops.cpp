@@ -6,6 +6,7 @@
 
 #include "core/half.h"
 #include "format/quant.h"
+#include "kernels/ref/q8_rows.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/portable_ops.cpp"
@@ -31,28 +32,7 @@ void PrepareBf16(const float* x, size_t rows, size_t x_stride, size_t cols, uint
 
 void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t* codes, float* scales,
                int32_t* sums, float* scaled_sums) {
-  const size_t blocks = cols / kInputBlock;
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t b = 0; b < blocks; ++b) {
-      const float* values = x + r * x_stride + b * kInputBlock;
-      int8_t* q = codes + r * cols + b * kInputBlock;
-      float largest = 0;
-      for (size_t i = 0; i < kInputBlock; ++i) largest = std::max(largest, std::fabs(values[i]));
-      // A block so small that 127 / largest overflows is quantized as zeros (its scale would be
-      // below 1e-38 anyway).
-      const float quotient = largest > 0 ? 127.0f / largest : 0.0f;
-      const float inverse = std::isfinite(quotient) ? quotient : 0.0f;
-      int32_t sum = 0;
-      for (size_t i = 0; i < kInputBlock; ++i) {
-        const float code = std::min(127.0f, std::max(-127.0f, std::nearbyint(values[i] * inverse)));
-        q[i] = static_cast<int8_t>(code);
-        sum += q[i];
-      }
-      const size_t block = r * blocks + b;
-      scales[block] = largest / 127.0f;
-      sums[block] = sum;
-      scaled_sums[block] = scales[block] * static_cast<float>(sum);
-    }
+  ref::quantize_q8_rows(x, rows, x_stride, cols, codes, scales, sums, scaled_sums);
 }
 
 float DotF32(const float* a, const float* b, size_t n) {
@@ -86,36 +66,6 @@ float DotBf16(const uint16_t* a, const uint16_t* b, size_t n) {
   return total;
 }
 
-// Q8 products as the reference computes them (exact integer block sums, blocks added in order):
-// the integer loops vectorize, the float sequence is the reference's.
-float DotQ8_0(const BlockQ8_0* w, const PreparedInput& in, size_t row) {
-  const size_t blocks = in.cols / kInputBlock;
-  const int8_t* codes = in.q8 + row * in.cols;
-  float sum = 0;
-  for (size_t b = 0; b < blocks; ++b) {
-    int32_t block_sum = 0;
-    for (size_t i = 0; i < kInputBlock; ++i) block_sum += int32_t{w[b].q[i]} * codes[b * kInputBlock + i];
-    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[row * blocks + b] * static_cast<float>(block_sum);
-  }
-  return sum;
-}
-
-float DotAffine4(const BlockAffine4* w, const PreparedInput& in, size_t row) {
-  const size_t blocks = in.cols / kInputBlock;
-  const int8_t* codes = in.q8 + row * in.cols;
-  float sum = 0;
-  for (size_t b = 0; b < blocks; ++b) {
-    int32_t block_sum = 0;
-    const int8_t* x = codes + b * kInputBlock;
-    for (size_t i = 0; i < kInputBlock / 2; ++i)
-      block_sum += int32_t{w[b].nibbles[i] & 0x0F} * x[i] + int32_t{w[b].nibbles[i] >> 4} * x[i + kInputBlock / 2];
-    const size_t block = row * blocks + b;
-    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[block] * static_cast<float>(block_sum) +
-           f16_to_f32(w[b].min_f16) * in.q8_scaled_sum[block];
-  }
-  return sum;
-}
-
 void Matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   if (w.type != GgmlType::BF16 && w.type != GgmlType::Q8_0 && w.type != GgmlType::Q4_1 && w.type != GgmlType::F32) {
     ref::matmul(w, in, out, out_stride);
@@ -128,9 +78,9 @@ void Matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t o
       if (w.type == GgmlType::BF16) {
         value = DotBf16(in.bf16 + r * in.cols, reinterpret_cast<const uint16_t*>(weights), w.cols);
       } else if (w.type == GgmlType::Q8_0) {
-        value = DotQ8_0(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
+        value = ref::dot_q8_0_row(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
       } else if (w.type == GgmlType::Q4_1) {
-        value = DotAffine4(reinterpret_cast<const BlockAffine4*>(weights), in, r);
+        value = ref::dot_affine4_row(reinterpret_cast<const BlockAffine4*>(weights), in, r);
       } else {
         value = DotF32(reinterpret_cast<const float*>(weights), in.f32 + r * in.f32_stride, w.cols);
       }

@@ -7,6 +7,7 @@
 
 #include "core/half.h"
 #include "format/quant.h"
+#include "kernels/ref/q8_rows.h"
 
 namespace kipp::kernels::ref {
 namespace {
@@ -86,27 +87,7 @@ PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, siz
       auto* scales = reinterpret_cast<float*>(codes + rows * cols);
       auto* sums = reinterpret_cast<int32_t*>(scales + rows * blocks);
       auto* scaled_sums = reinterpret_cast<float*>(sums + rows * blocks);
-      for (size_t r = 0; r < rows; ++r)
-        for (size_t b = 0; b < blocks; ++b) {
-          const float* values = x + r * x_stride + b * kInputBlock;
-          int8_t* q = codes + r * cols + b * kInputBlock;
-          float largest = 0;
-          for (size_t i = 0; i < kInputBlock; ++i) largest = std::fmax(largest, std::fabs(values[i]));
-          // A block so small that 127 / largest overflows is quantized as zeros (its scale would be
-      // below 1e-38 anyway).
-      const float quotient = largest > 0 ? 127.0f / largest : 0.0f;
-      const float inverse = std::isfinite(quotient) ? quotient : 0.0f;
-          int32_t sum = 0;
-          for (size_t i = 0; i < kInputBlock; ++i) {
-            const float code = std::fmin(127.0f, std::fmax(-127.0f, std::nearbyint(values[i] * inverse)));
-            q[i] = static_cast<int8_t>(code);
-            sum += q[i];
-          }
-          const size_t block = r * blocks + b;
-          scales[block] = largest / 127.0f;
-          sums[block] = sum;
-          scaled_sums[block] = scales[block] * static_cast<float>(sum);
-        }
+      quantize_q8_rows(x, rows, x_stride, cols, codes, scales, sums, scaled_sums);
       in.q8 = codes;
       in.q8_scale = scales;
       in.q8_sum = sums;
@@ -118,34 +99,6 @@ PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, siz
 }
 
 namespace {
-
-float dot_q8_0(const BlockQ8_0* w, const PreparedInput& in, size_t row) {
-  const size_t blocks = in.cols / kInputBlock;
-  const int8_t* codes = in.q8 + row * in.cols;
-  float sum = 0;
-  for (size_t b = 0; b < blocks; ++b) {
-    int32_t block_sum = 0;
-    for (size_t i = 0; i < kInputBlock; ++i) block_sum += int32_t{w[b].q[i]} * codes[b * kInputBlock + i];
-    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[row * blocks + b] * static_cast<float>(block_sum);
-  }
-  return sum;
-}
-
-float dot_affine4(const BlockAffine4* w, const PreparedInput& in, size_t row) {
-  const size_t blocks = in.cols / kInputBlock;
-  const int8_t* codes = in.q8 + row * in.cols;
-  float sum = 0;
-  for (size_t b = 0; b < blocks; ++b) {
-    int32_t block_sum = 0;
-    const int8_t* x = codes + b * kInputBlock;
-    for (size_t i = 0; i < kInputBlock / 2; ++i)
-      block_sum += int32_t{w[b].nibbles[i] & 0x0F} * x[i] + int32_t{w[b].nibbles[i] >> 4} * x[i + kInputBlock / 2];
-    const size_t block = row * blocks + b;
-    sum += f16_to_f32(w[b].scale_f16) * in.q8_scale[block] * static_cast<float>(block_sum) +
-           f16_to_f32(w[b].min_f16) * in.q8_scaled_sum[block];
-  }
-  return sum;
-}
 
 float dot_prepared_bf16(const uint16_t* w, const uint16_t* x, size_t n) {
   float lanes[kLanes] = {};
@@ -171,10 +124,10 @@ void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t o
           value = dot_prepared_bf16(reinterpret_cast<const uint16_t*>(weights), in.bf16 + r * in.cols, w.cols);
           break;
         case GgmlType::Q8_0:
-          value = dot_q8_0(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
+          value = dot_q8_0_row(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
           break;
         case GgmlType::Q4_1:
-          value = dot_affine4(reinterpret_cast<const BlockAffine4*>(weights), in, r);
+          value = dot_affine4_row(reinterpret_cast<const BlockAffine4*>(weights), in, r);
           break;
         default:
           value = dot(row.empty() ? reinterpret_cast<const float*>(weights) : row.data(), in.f32 + r * in.f32_stride,
