@@ -55,13 +55,26 @@ void ThreadPool::parallel_for(size_t count, const std::function<void(size_t, siz
   }
   start_.notify_all();
   const auto [begin, end] = range_of(0, size(), count);
-  body(0, begin, end);
+  std::exception_ptr caller_failure;
+  try {
+    body(0, begin, end);
+  } catch (...) {
+    caller_failure = std::current_exception();
+  }
+  // The workers hold `body` until they are done: wait for them even when the caller's part threw.
   for (int round = 0; round < kSpinRounds && pending_.load(std::memory_order_acquire) != 0; ++round) KIPP_SPIN_PAUSE();
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
   }
   body_ = nullptr;
+  std::exception_ptr failure = caller_failure;
+  {
+    std::lock_guard lock(mutex_);
+    if (!failure) failure = worker_failure_;
+    worker_failure_ = nullptr;
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void ThreadPool::work(size_t index) {
@@ -76,7 +89,14 @@ void ThreadPool::work(size_t index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     const auto [begin, end] = range_of(index, size(), count_);
-    if (begin < end) (*body_)(index, begin, end);
+    if (begin < end) {
+      try {
+        (*body_)(index, begin, end);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        if (!worker_failure_) worker_failure_ = std::current_exception();
+      }
+    }
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);
       done_.notify_one();

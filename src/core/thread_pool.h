@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <cstddef>
 #include <functional>
 #include <mutex>
@@ -24,7 +25,8 @@ class ThreadPool {
   size_t size() const { return workers_.size() + 1; }
 
   // Calls body(thread_index, begin, end) on disjoint ranges covering [0, count); ranges are
-  // split evenly and in order, so the same count always gives the same ranges.
+  // split evenly and in order, so the same count always gives the same ranges. If a range
+  // throws, the other ranges still finish, then the first exception is rethrown here.
   void parallel_for(size_t count, const std::function<void(size_t, size_t, size_t)>& body);
 
  private:
@@ -39,7 +41,8 @@ class ThreadPool {
   size_t count_ = 0;
   std::atomic<size_t> generation_{0};
   std::atomic<size_t> pending_{0};
-  bool stopping_ = false;  // guarded by mutex_
+  bool stopping_ = false;                // guarded by mutex_
+  std::exception_ptr worker_failure_;    // guarded by mutex_
 };
 
 }  // namespace kipp

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "gguf_blueprint.h"
@@ -43,6 +44,23 @@ TEST(ThreadPool, ManyConsecutiveLoopsOnOnePool) {
   for (int loop = 0; loop < 2000; ++loop)
     pool.parallel_for(10, [&](size_t, size_t begin, size_t end) { total += end - begin; });
   EXPECT_EQ(total.load(), 20000u);
+}
+
+TEST(ThreadPool, AThrowingRangeIsRethrownAfterTheOthersFinishAndThePoolStaysUsable) {
+  ThreadPool pool(3);
+  for (size_t thrower : {0u, 1u, 2u}) {  // the caller's range, then each worker's
+    std::atomic<size_t> finished{0};
+    EXPECT_THROW(pool.parallel_for(3,
+                                   [&](size_t, size_t begin, size_t) {
+                                     if (begin == thrower) throw std::runtime_error("range failed");
+                                     ++finished;
+                                   }),
+                 std::runtime_error);
+    EXPECT_EQ(finished.load(), 2u) << "thrower " << thrower;
+  }
+  std::atomic<size_t> total{0};
+  pool.parallel_for(30, [&](size_t, size_t begin, size_t end) { total += end - begin; });
+  EXPECT_EQ(total.load(), 30u);
 }
 
 // The thread count splits products by output rows and attention by (tile, kv head): logits are
