@@ -78,29 +78,15 @@ struct Inputs {
   fs::path scratch;
 };
 
+using gates::argmax;
 using gates::checks_failed;
 using gates::checks_run;
+using gates::nmse;
 using gates::report;
 using gates::scientific;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-// sum((a - b)^2) / sum(b^2), b being the expected values.
-double nmse(std::span<const float> actual, std::span<const float> expected) {
-  double error = 0, energy = 0;
-  for (size_t i = 0; i < expected.size(); ++i) {
-    const double diff = double(actual[i]) - double(expected[i]);
-    error += diff * diff;
-    energy += double(expected[i]) * double(expected[i]);
-  }
-  return energy > 0 ? error / energy : error;
-}
-
-// The first index of the largest value, as numpy's argmax.
-size_t argmax(std::span<const float> values) {
-  return static_cast<size_t>(std::max_element(values.begin(), values.end()) - values.begin());
 }
 
 // Row-by-row comparison of two [rows, width] matrices: the worst per-row NMSE against `bound`

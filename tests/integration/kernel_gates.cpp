@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -54,18 +55,6 @@ Expected<Logits> all_logits(Engine& engine, const std::vector<uint32_t>& tokens)
   return logits;
 }
 
-size_t argmax(const float* row, size_t n) { return static_cast<size_t>(std::max_element(row, row + n) - row); }
-
-double nmse(const float* actual, const float* expected, size_t n) {
-  double error = 0, energy = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double difference = static_cast<double>(actual[i]) - expected[i];
-    error += difference * difference;
-    energy += static_cast<double>(expected[i]) * expected[i];
-  }
-  return energy > 0 ? error / energy : error;
-}
-
 struct Comparison {
   double worst_nmse = 0;
   size_t positions = 0;
@@ -81,10 +70,10 @@ Expected<Comparison> compare(Engine& candidate, Engine& baseline) {
     KIPP_ASSIGN_OR_RETURN(Logits expected, all_logits(baseline, tokens));
     KIPP_ASSIGN_OR_RETURN(Logits actual, all_logits(candidate, tokens));
     for (size_t p = 0; p < tokens.size(); ++p) {
-      const float* a = actual.values.data() + p * vocab;
-      const float* e = expected.values.data() + p * vocab;
-      result.worst_nmse = std::max(result.worst_nmse, nmse(a, e, vocab));
-      result.argmax_equal += argmax(a, vocab) == argmax(e, vocab) ? 1 : 0;
+      const std::span<const float> a(actual.values.data() + p * vocab, vocab);
+      const std::span<const float> e(expected.values.data() + p * vocab, vocab);
+      result.worst_nmse = std::max(result.worst_nmse, gates::nmse(a, e));
+      result.argmax_equal += gates::argmax(a) == gates::argmax(e) ? 1 : 0;
       ++result.positions;
     }
   }

@@ -42,6 +42,14 @@ KIPP_AVX512 inline __m512 pair(float a, float b) {
 }
 
 
+template <int R, int C>
+KIPP_AVX512 inline void clear(__m512 (&acc)[R][C]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+}
+
 // Writes acc[r][c] reduced to out[r * out_stride + c].
 template <int R, int C>
 KIPP_AVX512 inline void store_reduced(const __m512 (&acc)[R][C], float* out, size_t out_stride) {
@@ -87,10 +95,7 @@ template <int R, int C>
 KIPP_AVX512 void bf16_tile(const Tile& t) {
   const size_t cols = t.in->cols;
   __m512 acc[R][C];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  clear(acc);
   const uint16_t* x = t.in->bf16 + t.row * cols;
   size_t i = 0;
 #pragma GCC unroll 2
@@ -107,10 +112,7 @@ KIPP_AVX512 void q8_0_tile(const Tile& t) {
   const PreparedInput& in = *t.in;
   const size_t cols = in.cols, blocks = cols / 32;
   __m512 acc[R][C];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  clear(acc);
   const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
   for (size_t b = 0; b < blocks; b += 2) {
     const bool both = b + 1 < blocks;
@@ -153,10 +155,7 @@ KIPP_AVX512 void affine4_tile(const Tile& t) {
   const PreparedInput& in = *t.in;
   const size_t cols = in.cols, blocks = cols / 32;
   __m512 acc[R][C];
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 8
-    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  clear(acc);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0F);
   for (size_t b = 0; b < blocks; b += 2) {
     const bool both = b + 1 < blocks;
