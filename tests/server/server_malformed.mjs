@@ -105,7 +105,9 @@ await main('server_malformed', async (t) => {
     const json = JSON.stringify({ model: TINY_NAME, prompt: 'hi', max_tokens: 1 });
     const post = (extra, body) => `POST /v1/completions HTTP/1.1\r\n${H}Content-Type: application/json\r\n${extra}\r\n${body}`;
     await rawCase('Content-Length larger than the body, then EOF', post(`Content-Length: ${json.length + 100}\r\n`, json));
-    const small = await rawCase('Content-Length smaller than the body', post('Content-Length: 5\r\n', json), { closeOk: false });
+    // Kept open: a client that half-closes counts as gone (docs/SERVER.md, Cancellation), and
+    // whether the server notices before answering depends on how the bytes arrive.
+    const small = await rawCase('Content-Length smaller than the body', post('Content-Length: 5\r\n', json), { closeOk: false, keepOpen: true });
     if (small.status !== null) t.ok(small.status === 400, `raw Content-Length 5 on a JSON body: the 5 bytes are not JSON, expected 400, got ${small.status}`);
     await rawCase('Content-Length: abc', post('Content-Length: abc\r\n', json));
     await rawCase('Content-Length: -5', post('Content-Length: -5\r\n', json));
