@@ -1,6 +1,7 @@
 // Every SIMD kernel table this CPU runs, held to the scalar reference (src/kernels/ref): the
-// same prepared inputs, products within 1e-6 of the sum of absolute terms (the two differ only
-// in the order float sums are added), and the determinism contract — a row's results do not
+// same prepared inputs, BF16 products within 1e-6 of the sum of absolute terms (the two differ
+// only in the order float sums are added), quantized products equal bit for bit, and the
+// determinism contract — a row's results do not
 // depend on how many rows or which outputs are computed together.
 #include <gtest/gtest.h>
 
@@ -57,7 +58,7 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
       std::vector<size_t> widths = {32, 64, 96, 1024, 3072};
       if (type == GgmlType::BF16) widths.insert(widths.end(), {8, 40, 200});
       for (size_t cols : widths)
-        for (size_t rows : {1, 2, 3, 5, 9})
+        for (size_t rows : {1, 2, 3, 5, 9, 17})
           for (size_t outputs : {1, 3, 8, 13, 37}) {
             SCOPED_TRACE(std::string(table->name) + " " + std::string(kipp::ggml_type_name(type)) + " cols " +
                          std::to_string(cols) + " rows " + std::to_string(rows) + " outputs " +
@@ -72,6 +73,13 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
                 const double magnitude = kipp::testing::exact_product(m, x, o, r).magnitude;
                 ASSERT_NEAR(got[r * outputs + o], expected[r * outputs + o], kSimdTolerance * magnitude)
                     << "row " << r << " output " << o;
+                // Quantized products: exact integer block sums, then the reference's float
+                // sequence, so every table gives the reference's bits.
+                if (type != GgmlType::BF16) {
+                  ASSERT_EQ(std::bit_cast<uint32_t>(got[r * outputs + o]),
+                            std::bit_cast<uint32_t>(expected[r * outputs + o]))
+                      << "row " << r << " output " << o;
+                }
               }
             // Each row alone, and the outputs from 1 on alone, give the same bits.
             for (size_t r = 0; r < rows; ++r) {

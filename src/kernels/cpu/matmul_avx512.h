@@ -11,8 +11,9 @@ namespace kipp::kernels::avx512 {
 bool supported();
 
 // ref::matmul's contract, for BF16, Q8_0 and Q4_1 weights (others go to the reference).
-// Every output has its own accumulator over the whole row, in 64-byte steps, reduced at the end:
-// tiling over rows and outputs shares loads, never changes a result.
+// BF16: every output has its own accumulator over the whole row, in 64-byte steps, reduced at
+// the end, so tiling over rows and outputs shares loads and never changes a result. Q8_0 and
+// Q4_1 go to quantized_matmul (matmul_int8_avx512.h), which equals the reference bit for bit.
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 
 }  // namespace kipp::kernels::avx512

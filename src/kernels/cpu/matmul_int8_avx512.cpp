@@ -1,0 +1,209 @@
+#include "kernels/cpu/matmul_int8_avx512.h"
+
+// GCC 12 reports its own _mm512_castsi256_si512 (an intentionally undefined upper half) as
+// "used uninitialized" once inlined; the warning is about the header, not this code.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "format/quant.h"
+
+#define KIPP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
+
+
+
+namespace kipp::kernels::avx512 {
+namespace {
+
+// Outputs per packed panel: one per 32-bit lane.
+constexpr size_t kPanelOutputs = 16;
+// Input rows sharing each load of the packed codes (an integer and a float accumulator each).
+constexpr int kMaxTileRows = 8;
+// 32-bit groups of codes per 32-element block.
+constexpr int kGroups = 8;
+
+// One panel of up to 16 weight rows, rearranged for VPDPBUSD with the input broadcast: vector
+// g of block b holds, in lane j, codes 4g..4g+3 of block b of output j as unsigned bytes
+// (Q8_0 codes + 128; affine4 codes as they are). Lanes past the matrix's last row hold codes
+// that stand for zero and zero scales.
+struct alignas(64) Vector {
+  unsigned char bytes[64];
+};
+struct Panel {
+  std::vector<Vector> codes;   // blocks * kGroups
+  std::vector<Vector> scales;  // blocks: the weight scales d of the 16 outputs, FP32
+  std::vector<Vector> mins;    // blocks (affine4): the weight minimums, FP32
+};
+
+struct Layout {
+  size_t block_bytes;
+  size_t codes_offset;  // of the codes within a block
+};
+
+constexpr Layout layout(bool affine) {
+  return affine ? Layout{sizeof(BlockAffine4), offsetof(BlockAffine4, nibbles)}
+                : Layout{sizeof(BlockQ8_0), offsetof(BlockQ8_0, q)};
+}
+
+// The 32 codes of one block of one weight row as bytes in input order, in a 256-bit half.
+KIPP_AVX512 inline __m512i codes_pair(const uint8_t* low_row, const uint8_t* high_row, bool affine) {
+  if (!affine) {
+    const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(low_row));
+    const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high_row));
+    return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1),
+                            _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+  // Byte i holds code i (low nibble) and code i + 16 (high nibble): each row's 16 bytes go to two
+  // 128-bit lanes, shifted by 0 and 4.
+  const __m512i spread = _mm512_mask_broadcast_i32x4(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low_row))), 0xFF00,
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(high_row)));
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  return _mm512_mask_blend_epi64(0xCC, _mm512_and_si512(spread, nibble),
+                                 _mm512_and_si512(_mm512_srli_epi16(spread, 4), nibble));
+}
+
+// z[j] holds rows (j < 4 ? j : j + 4) and that + 4 in its halves; out[g] gets dword g of every
+// row, row j in lane j (an 8x8 dword transpose in each half, then the halves interleaved).
+KIPP_AVX512 inline void transpose_rows(const __m512i (&z)[8], Vector* out) {
+  __m512i t[8], u[8];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]);
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+#pragma GCC unroll 4
+  for (int d = 0; d < 4; ++d) {
+    _mm512_store_si512(out + d, _mm512_shuffle_i32x4(u[d], u[d + 4], _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_store_si512(out + d + 4, _mm512_shuffle_i32x4(u[d], u[d + 4], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+}
+
+// Packs weight rows [first, first + count) of w, count <= 16.
+KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, bool affine, Panel& panel) {
+  static const uint8_t kZeroBlock[sizeof(BlockQ8_0)] = {};
+  const Layout shape = layout(affine);
+  const size_t blocks = w.cols / 32;
+  const uint8_t* rows[kPanelOutputs];
+  for (size_t j = 0; j < kPanelOutputs; ++j) rows[j] = j < count ? w.data + (first + j) * w.row_bytes : nullptr;
+  const __mmask16 present = static_cast<__mmask16>((1u << count) - 1);
+  const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(static_cast<int>(w.row_bytes)));
+  const uint8_t* next = w.data + (first + count) * w.row_bytes;
+  const uint8_t* next_end = w.data + std::min(w.rows, first + count + kPanelOutputs) * w.row_bytes;
+  const size_t step = kPanelOutputs * shape.block_bytes;
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t at = b * shape.block_bytes;
+    const auto codes = [&](size_t j) { return rows[j] != nullptr ? rows[j] + at + shape.codes_offset : kZeroBlock; };
+    // The panel's rows are one contiguous range, read here as 16 interleaved streams, which the
+    // hardware prefetchers do not follow: the next panel is fetched ahead as one sequential
+    // range, a block's share of it per block, into L2 (into L1 it would evict the panel being built).
+    for (const uint8_t* line = next + b * step; line < next + (b + 1) * step && line < next_end; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+    __m512i z[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const size_t low = j < 4 ? j : j + 4;
+      z[j] = codes_pair(codes(low), codes(low + 4), affine);
+    }
+    transpose_rows(z, panel.codes.data() + b * kGroups);
+    // The first 32 bits of each block: the scale (and for affine4 the minimum above it).
+    const __m512i heads =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets, w.data + first * w.row_bytes + at, 1);
+    _mm512_store_ps(panel.scales.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads)));
+    if (affine) _mm512_store_ps(panel.mins.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
+  }
+}
+
+KIPP_AVX512 inline __m512i broadcast_group(const int8_t* codes) {
+  int32_t group;
+  std::memcpy(&group, codes, sizeof group);
+  return _mm512_set1_epi32(group);
+}
+
+// R input rows from `row` times the packed panel, into out (row r at out + r * out_stride,
+// outputs in `store` lanes). Each lane computes the reference's sequence exactly: the integer
+// sum of a block, then sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum], blocks
+// in order.
+template <int R, bool Affine>
+KIPP_AVX512 void panel_rows(const Panel& panel, const PreparedInput& in, size_t row, float* out, size_t out_stride,
+                            __mmask16 store) {
+  const size_t cols = in.cols, blocks = cols / 32;
+  __m512 acc[R];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    __m512i sums[R];
+    // Q8_0 codes carry +128: starting at -128 * (input code sum) takes it off again.
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+      sums[r] = Affine ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * in.q8_sum[(row + r) * blocks + b]);
+    const Vector* codes = panel.codes.data() + b * kGroups;
+#pragma GCC unroll 8
+    for (int g = 0; g < kGroups; ++g) {
+      const __m512i w = _mm512_load_si512(codes + g);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r)
+        sums[r] = _mm512_dpbusd_epi32(sums[r], w, broadcast_group(in.q8 + (row + r) * cols + b * 32 + 4 * g));
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const size_t at = (row + r) * blocks + b;
+      __m512 term = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(panel.scales.data() + b), _mm512_set1_ps(in.q8_scale[at])),
+                                  _mm512_cvtepi32_ps(sums[r]));
+      if constexpr (Affine) term = _mm512_add_ps(term, _mm512_mul_ps(_mm512_load_ps(panel.mins.data() + b), _mm512_set1_ps(in.q8_scaled_sum[at])));
+      acc[r] = _mm512_add_ps(acc[r], term);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * out_stride, store, acc[r]);
+}
+
+using PanelRowsFn = void (*)(const Panel&, const PreparedInput&, size_t, float*, size_t, __mmask16);
+
+template <bool Affine, size_t... R>
+constexpr std::array<PanelRowsFn, sizeof...(R)> panel_rows_table(std::index_sequence<R...>) {
+  return {&panel_rows<static_cast<int>(R) + 1, Affine>...};
+}
+
+}  // namespace
+
+void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  static constexpr auto kQ8Rows = panel_rows_table<false>(std::make_index_sequence<kMaxTileRows>());
+  static constexpr auto kAffineRows = panel_rows_table<true>(std::make_index_sequence<kMaxTileRows>());
+  const bool affine = w.type == GgmlType::Q4_1;
+  const auto& table = affine ? kAffineRows : kQ8Rows;
+  // Each thread's panel is sized once for the widest matrix it meets.
+  thread_local Panel panel;
+  const size_t blocks = w.cols / 32;
+  if (panel.scales.size() < blocks) {
+    panel.codes.resize(blocks * kGroups);
+    panel.scales.resize(blocks);
+    panel.mins.resize(blocks);
+  }
+  for (size_t first = 0; first < w.rows; first += kPanelOutputs) {
+    const size_t count = std::min(kPanelOutputs, w.rows - first);
+    pack_panel(w, first, count, affine, panel);
+    const auto store = static_cast<__mmask16>((1u << count) - 1);
+    for (size_t row = 0; row < in.rows; row += kMaxTileRows) {
+      const size_t rows = std::min<size_t>(kMaxTileRows, in.rows - row);
+      table[rows - 1](panel, in, row, out + row * out_stride + first, out_stride, store);
+    }
+  }
+}
+
+}  // namespace kipp::kernels::avx512
