@@ -215,6 +215,15 @@ TEST(KernelSimdElementwise, EqualReference) {
       constexpr size_t kRows = 3, kCols = 96, kStride = 100;
       std::vector<float> x(kRows * kStride);
       for (float& value : x) value = dist(rng);
+      // Row 1's blocks hold the values where vector code could part from the reference: NaN,
+      // infinities, signed zeros, a block of denormals (whose 127 / max overflows), values
+      // exactly halfway between codes.
+      const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-39f, -1e-39f,
+                                2.5f / 127.0f, -0.5f / 127.0f, 1.5f / 127.0f, 1.0f, 3.4e38f, -3.4e38f};
+      for (size_t i = 0; i < std::size(specials); ++i) x[kStride + 3 * i] = specials[i];
+      for (size_t i = 0; i < 32; ++i) x[kStride + 64 + i] = (i % 2 ? 1e-39f : -2e-39f);
+      x[kStride + 32] = 1.0f;
+      for (size_t i = 1; i < 32; ++i) x[kStride + 32 + i] = static_cast<float>(i % 5) * 0.5f / 127.0f;
       const size_t bytes = kipp::kernels::prepared_input_bytes(format, kRows, kCols);
       std::vector<uint8_t> expected(bytes), got(bytes);
       ref::prepare_input(format, x.data(), kRows, kStride, kCols, expected.data());

@@ -30,9 +30,42 @@ void PrepareBf16(const float* x, size_t rows, size_t x_stride, size_t cols, uint
   }
 }
 
+// ref::quantize_q8_rows in vectors (the compiler leaves its fmax/fmin calls scalar): the
+// maximum is exact in any order, each code is the same product rounded to nearest even, and
+// NaN inputs get the reference's answers (ignored by the maximum, code -127).
 void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t* codes, float* scales,
                int32_t* sums, float* scaled_sums) {
-  ref::quantize_q8_rows(x, rows, x_stride, cols, codes, scales, sums, scaled_sums);
+  const FloatTag d;
+  const hn::RebindToSigned<FloatTag> di;
+  const hn::Rebind<int8_t, FloatTag> d8;
+  const size_t lanes = hn::Lanes(d);
+  const size_t blocks = cols / kInputBlock;
+  const auto lowest = hn::Set(d, -127.0f), highest = hn::Set(d, 127.0f);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t b = 0; b < blocks; ++b) {
+      const float* values = x + r * x_stride + b * kInputBlock;
+      int8_t* q = codes + r * cols + b * kInputBlock;
+      auto largest_lanes = hn::Zero(d);
+      for (size_t i = 0; i < kInputBlock; i += lanes) {
+        const auto magnitude = hn::Abs(hn::LoadU(d, values + i));
+        largest_lanes = hn::Max(largest_lanes, hn::IfThenZeroElse(hn::IsNaN(magnitude), magnitude));
+      }
+      const float largest = hn::GetLane(hn::MaxOfLanes(d, largest_lanes));
+      const float quotient = largest > 0 ? 127.0f / largest : 0.0f;
+      const auto inverse = hn::Set(d, std::isfinite(quotient) ? quotient : 0.0f);
+      auto sum_lanes = hn::Zero(di);
+      for (size_t i = 0; i < kInputBlock; i += lanes) {
+        const auto scaled = hn::Round(hn::Mul(hn::LoadU(d, values + i), inverse));
+        const auto code = hn::ConvertTo(di, hn::IfThenElse(hn::IsNaN(scaled), lowest,
+                                                           hn::Min(highest, hn::Max(lowest, scaled))));
+        sum_lanes = hn::Add(sum_lanes, code);
+        hn::StoreU(hn::DemoteTo(d8, code), d8, q + i);
+      }
+      const size_t block = r * blocks + b;
+      scales[block] = largest / 127.0f;
+      sums[block] = hn::GetLane(hn::SumOfLanes(di, sum_lanes));
+      scaled_sums[block] = scales[block] * static_cast<float>(sums[block]);
+    }
 }
 
 float DotF32(const float* a, const float* b, size_t n) {
