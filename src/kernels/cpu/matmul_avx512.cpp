@@ -23,8 +23,6 @@ namespace {
 // Outputs computed per pass over a block of inputs: a block of weight rows stays in L2 while
 // every row tile of the input streams past it.
 constexpr size_t kOutputsPerBlock = 8;
-constexpr int kMaxRows = 4;
-constexpr int kMaxOutputs = 8;
 
 struct Tile {
   const PreparedInput* in;
@@ -92,50 +90,43 @@ KIPP_AVX512 void bf16_tile(const Tile& t) {
 
 using TileFn = void (*)(const Tile&);
 
-// Each kernel's tile shapes, chosen so accumulators, per-output values and the loads fit the 32
-// vector registers: `rows` x `outputs` when many input rows share a step, 1-2 x
-// `decode_outputs` when decoding (more weight rows streaming at once).
-template <int R, int C>
-struct Bf16Kernel {
-  static constexpr int rows = 4, outputs = 4, decode_outputs = 8;
-  static void run(const Tile& t) { bf16_tile<R, C>(t); }
-};
-template <template <int, int> class Kernel>
+// Tile shapes, chosen so accumulators, weight vectors and the input vector fit the 32 vector
+// registers: up to 4 rows x 4 outputs when many input rows share a step, 1-2 rows x 8 outputs
+// when decoding (more weight rows streaming at once). (One tile of 5-8 rows x 3 outputs for
+// batched decoding measured no faster.)
+constexpr int kMaxRows = 4;
+constexpr int kMaxOutputs = 8;
+constexpr int tile_outputs(int rows) { return rows <= 2 ? 8 : 4; }
+
 struct TileTable {
   TileFn fns[kMaxRows][kMaxOutputs] = {};
 };
 
-template <template <int, int> class Kernel, int R, size_t... C>
+template <int R, size_t... C>
 constexpr void fill_row(TileFn (&row)[kMaxOutputs], std::index_sequence<C...>) {
-  ((row[C] = &Kernel<R, static_cast<int>(C) + 1>::run), ...);
+  ((row[C] = &bf16_tile<R, static_cast<int>(C) + 1>), ...);
 }
 
-template <template <int, int> class Kernel>
-constexpr TileTable<Kernel> make_table() {
-  using Shape = Kernel<1, 1>;
-  static_assert(Shape::rows <= kMaxRows && Shape::outputs <= kMaxOutputs && Shape::decode_outputs <= kMaxOutputs);
-  TileTable<Kernel> table{};
-  fill_row<Kernel, 1>(table.fns[0], std::make_index_sequence<Shape::decode_outputs>());
-  fill_row<Kernel, 2>(table.fns[1], std::make_index_sequence<Shape::decode_outputs>());
-  if constexpr (Shape::rows >= 3) fill_row<Kernel, 3>(table.fns[2], std::make_index_sequence<Shape::outputs>());
-  if constexpr (Shape::rows >= 4) fill_row<Kernel, 4>(table.fns[3], std::make_index_sequence<Shape::outputs>());
+template <size_t... R>
+constexpr TileTable make_table(std::index_sequence<R...>) {
+  TileTable table{};
+  (fill_row<static_cast<int>(R) + 1>(table.fns[R], std::make_index_sequence<tile_outputs(R + 1)>()), ...);
   return table;
 }
 
-template <template <int, int> class Kernel>
-void run_tiles(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  using Shape = Kernel<1, 1>;
-  static constexpr TileTable<Kernel> table = make_table<Kernel>();
+void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  static constexpr TileTable table = make_table(std::make_index_sequence<kMaxRows>());
   for (size_t block = 0; block < w.rows; block += kOutputsPerBlock) {
     const size_t block_end = std::min(w.rows, block + kOutputsPerBlock);
-    for (size_t row = 0; row < in.rows; row += Shape::rows) {
-      const size_t rows = std::min<size_t>(Shape::rows, in.rows - row);
-      const size_t width = rows <= 2 ? Shape::decode_outputs : Shape::outputs;
+    for (size_t row = 0; row < in.rows;) {
+      const size_t rows = std::min<size_t>(kMaxRows, in.rows - row);
+      const size_t width = tile_outputs(static_cast<int>(rows));
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);
         const Tile tile{&in, row, w.data + o * w.row_bytes, w.row_bytes, out + row * out_stride + o, out_stride};
         table.fns[rows - 1][outputs - 1](tile);
       }
+      row += rows;
     }
   }
 }
@@ -153,7 +144,7 @@ bool supported() {
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   switch (w.type) {
     case GgmlType::BF16:
-      return run_tiles<Bf16Kernel>(w, in, out, out_stride);
+      return bf16_matmul(w, in, out, out_stride);
     case GgmlType::Q8_0:
     case GgmlType::Q4_1:
       return quantized_matmul(w, in, out, out_stride);
