@@ -1,8 +1,9 @@
 // The input side of a matrix product. Products never multiply weights with raw floats: the
 // input rows are first prepared in the format that goes with the weight type, once per step for
 // every matrix that reads them, and every implementation (the scalar reference and each SIMD
-// variant) multiplies the same prepared values. So the variants differ only in the order their
-// float sums are added, and a row's result never depends on which other rows share the step.
+// variant) multiplies the same prepared values. So BF16 variants differ only in the order their
+// float sums are added, quantized ones not at all (ref/q8_rows.h fixes the order), and a row's
+// result never depends on which other rows share the step.
 //   F32, F16 weights   -> F32 inputs, unchanged
 //   BF16 weights       -> BF16 inputs, rounded to nearest even (each product is exact in FP32,
 //                         which is what lets AVX512-BF16 multiply two BF16 vectors at once)

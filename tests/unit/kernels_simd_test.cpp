@@ -59,7 +59,7 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
       if (type == GgmlType::BF16) widths.insert(widths.end(), {8, 40, 200});
       for (size_t cols : widths)
         for (size_t rows : {1, 2, 3, 5, 9, 17})
-          for (size_t outputs : {1, 3, 8, 13, 37}) {
+          for (size_t outputs : {1, 3, 8, 13, 20, 37}) {
             SCOPED_TRACE(std::string(table->name) + " " + std::string(kipp::ggml_type_name(type)) + " cols " +
                          std::to_string(cols) + " rows " + std::to_string(rows) + " outputs " +
                          std::to_string(outputs));

@@ -24,8 +24,6 @@ namespace {
 
 // Outputs per packed panel: one per 32-bit lane.
 constexpr size_t kPanelOutputs = 16;
-// Input rows sharing each load of the packed codes (an integer and a float accumulator each).
-constexpr int kMaxTileRows = 8;
 // 32-bit groups of codes per 32-element block.
 constexpr int kGroups = 8;
 
@@ -135,73 +133,107 @@ KIPP_AVX512 inline __m512i broadcast_group(const int8_t* codes) {
   return _mm512_set1_epi32(group);
 }
 
-// R input rows from `row` times the packed panel, into out (row r at out + r * out_stride,
-// outputs in `store` lanes). Each lane computes the reference's sequence exactly: the integer
-// sum of a block, then sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum], blocks
-// in order.
-template <int R, bool Affine>
-KIPP_AVX512 void panel_rows(const Panel& panel, const PreparedInput& in, size_t row, float* out, size_t out_stride,
-                            __mmask16 store) {
+// R input rows from `row` times P packed panels side by side (each input broadcast serves
+// them all), into out (row r at out + r * out_stride, panel p's outputs from 16 * p on, in
+// store[p]'s lanes). Each lane computes the reference's sequence exactly: the integer sum of a
+// block, then sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum], blocks in order.
+template <int R, int P, bool Affine>
+KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t row, float* out, size_t out_stride,
+                            const __mmask16* store) {
   const size_t cols = in.cols, blocks = cols / 32;
-  __m512 acc[R];
+  __m512 acc[R][P];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    __m512i sums[R];
+    __m512i sums[R][P];
     // Q8_0 codes carry +128: starting at -128 * (input code sum) takes it off again.
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-      sums[r] = Affine ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * in.q8_sum[(row + r) * blocks + b]);
-    const Vector* codes = panel.codes.data() + b * kGroups;
+    for (int r = 0; r < R; ++r) {
+      const __m512i start = Affine ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * in.q8_sum[(row + r) * blocks + b]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) sums[r][p] = start;
+    }
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
-      const __m512i w = _mm512_load_si512(codes + g);
+      __m512i w[P];
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) w[p] = _mm512_load_si512(panels[p].codes.data() + b * kGroups + g);
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-        sums[r] = _mm512_dpbusd_epi32(sums[r], w, broadcast_group(in.q8 + (row + r) * cols + b * 32 + 4 * g));
+      for (int r = 0; r < R; ++r) {
+        const __m512i x = broadcast_group(in.q8 + (row + r) * cols + b * 32 + 4 * g);
+#pragma GCC unroll 2
+        for (int p = 0; p < P; ++p) sums[r][p] = _mm512_dpbusd_epi32(sums[r][p], w[p], x);
+      }
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const size_t at = (row + r) * blocks + b;
-      __m512 term = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(panel.scales.data() + b), _mm512_set1_ps(in.q8_scale[at])),
-                                  _mm512_cvtepi32_ps(sums[r]));
-      if constexpr (Affine) term = _mm512_add_ps(term, _mm512_mul_ps(_mm512_load_ps(panel.mins.data() + b), _mm512_set1_ps(in.q8_scaled_sum[at])));
-      acc[r] = _mm512_add_ps(acc[r], term);
+      const __m512 x_scale = _mm512_set1_ps(in.q8_scale[at]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        __m512 term = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(panels[p].scales.data() + b), x_scale),
+                                    _mm512_cvtepi32_ps(sums[r][p]));
+        if constexpr (Affine)
+          term = _mm512_add_ps(term, _mm512_mul_ps(_mm512_load_ps(panels[p].mins.data() + b),
+                                                   _mm512_set1_ps(in.q8_scaled_sum[at])));
+        acc[r][p] = _mm512_add_ps(acc[r][p], term);
+      }
     }
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * out_stride, store, acc[r]);
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + r * out_stride + kPanelOutputs * p, store[p], acc[r][p]);
 }
 
-using PanelRowsFn = void (*)(const Panel&, const PreparedInput&, size_t, float*, size_t, __mmask16);
+using PanelRowsFn = void (*)(const Panel*, const PreparedInput&, size_t, float*, size_t, const __mmask16*);
 
-template <bool Affine, size_t... R>
+// Rows per tile for P panels: accumulators (an integer and a float one per row and panel), the
+// panels' code vectors and the broadcast input fit the 32 vector registers. Two panels x 6 rows
+// measured 8-15% faster prefill than one panel x 8 rows (half the broadcasts per product).
+constexpr int tile_rows(int panels) { return panels == 1 ? 8 : 6; }
+constexpr int kMaxPanels = 2;
+
+template <bool Affine, int P, size_t... R>
 constexpr std::array<PanelRowsFn, sizeof...(R)> panel_rows_table(std::index_sequence<R...>) {
-  return {&panel_rows<static_cast<int>(R) + 1, Affine>...};
+  return {&panel_rows<static_cast<int>(R) + 1, P, Affine>...};
 }
+
+template <bool Affine>
+struct PanelRowsTables {
+  static constexpr auto one = panel_rows_table<Affine, 1>(std::make_index_sequence<tile_rows(1)>());
+  static constexpr auto two = panel_rows_table<Affine, 2>(std::make_index_sequence<tile_rows(2)>());
+  static PanelRowsFn get(int panels, size_t rows) { return panels == 1 ? one[rows - 1] : two[rows - 1]; }
+};
 
 }  // namespace
 
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  static constexpr auto kQ8Rows = panel_rows_table<false>(std::make_index_sequence<kMaxTileRows>());
-  static constexpr auto kAffineRows = panel_rows_table<true>(std::make_index_sequence<kMaxTileRows>());
   const bool affine = w.type == GgmlType::Q4_1;
-  const auto& table = affine ? kAffineRows : kQ8Rows;
-  // Each thread's panel is sized once for the widest matrix it meets.
-  thread_local Panel panel;
+  // Each thread's panels are sized once for the widest matrix it meets.
+  thread_local Panel panels[kMaxPanels];
   const size_t blocks = w.cols / 32;
-  if (panel.scales.size() < blocks) {
-    panel.codes.resize(blocks * kGroups);
-    panel.scales.resize(blocks);
-    panel.mins.resize(blocks);
-  }
-  for (size_t first = 0; first < w.rows; first += kPanelOutputs) {
-    const size_t count = std::min(kPanelOutputs, w.rows - first);
-    pack_panel(w, first, count, affine, panel);
-    const auto store = static_cast<__mmask16>((1u << count) - 1);
-    for (size_t row = 0; row < in.rows; row += kMaxTileRows) {
-      const size_t rows = std::min<size_t>(kMaxTileRows, in.rows - row);
-      table[rows - 1](panel, in, row, out + row * out_stride + first, out_stride, store);
+  for (Panel& panel : panels)
+    if (panel.scales.size() < blocks) {
+      panel.codes.resize(blocks * kGroups);
+      panel.scales.resize(blocks);
+      panel.mins.resize(blocks);
+    }
+  for (size_t first = 0; first < w.rows; first += kMaxPanels * kPanelOutputs) {
+    __mmask16 store[kMaxPanels] = {};
+    int count = 0;
+    for (; count < kMaxPanels && first + count * kPanelOutputs < w.rows; ++count) {
+      const size_t start = first + count * kPanelOutputs, outputs = std::min(kPanelOutputs, w.rows - start);
+      pack_panel(w, start, outputs, affine, panels[count]);
+      store[count] = static_cast<__mmask16>((1u << outputs) - 1);
+    }
+    const size_t tile = static_cast<size_t>(tile_rows(count));
+    for (size_t row = 0; row < in.rows; row += tile) {
+      const size_t rows = std::min(tile, in.rows - row);
+      const PanelRowsFn fn = affine ? PanelRowsTables<true>::get(count, rows) : PanelRowsTables<false>::get(count, rows);
+      fn(panels, in, row, out + row * out_stride + first, out_stride, store);
     }
   }
 }
