@@ -137,7 +137,7 @@ struct KvBlocks {
 TEST(KernelSimdAttention, RowsEqualReferenceAndDoNotDependOnTheirTile) {
   std::mt19937 rng(131);
   for (const KernelTable* table : simd_tables())
-    for (size_t head_dim : {32, 64, 128})
+    for (size_t head_dim : {32, 64, 128, 256})
       for (size_t group : {1, 2}) {
         constexpr size_t kKvHeads = 2, kPositions = 100;
         const KvBlocks kv(kKvHeads, head_dim, kPositions, rng);
