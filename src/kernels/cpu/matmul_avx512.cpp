@@ -20,9 +20,12 @@
 namespace kipp::kernels::avx512 {
 namespace {
 
-// Outputs computed per pass over a block of inputs: a block of weight rows stays in L2 while
-// every row tile of the input streams past it.
+// Outputs computed per pass over the input rows: a block of weight rows stays in L2 while every
+// row tile of the input streams past it. With many rows the input is the larger stream, and
+// reading it once per 32 outputs instead of 8 measured 5-10% faster prefill (alternated A/B
+// runs, 512 tokens); decoding streams weights, which fetch ahead better in blocks of 8.
 constexpr size_t kOutputsPerBlock = 8;
+constexpr size_t kPrefillOutputsPerBlock = 32;
 
 struct Tile {
   const PreparedInput* in;
@@ -123,8 +126,9 @@ constexpr TileTable make_table(std::index_sequence<R...>) {
 
 void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   static constexpr TileTable table = make_table(std::make_index_sequence<kMaxRows>());
-  for (size_t block = 0; block < w.rows; block += kOutputsPerBlock) {
-    const size_t block_end = std::min(w.rows, block + kOutputsPerBlock);
+  const size_t per_block = in.rows > kMaxRows ? kPrefillOutputsPerBlock : kOutputsPerBlock;
+  for (size_t block = 0; block < w.rows; block += per_block) {
+    const size_t block_end = std::min(w.rows, block + per_block);
     for (size_t row = 0; row < in.rows;) {
       const size_t rows = std::min<size_t>(kMaxRows, in.rows - row);
       const size_t width = tile_outputs(static_cast<int>(rows));
@@ -135,7 +139,7 @@ void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, siz
       const bool fetch = row == 0 || row + rows == in.rows;
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);
-        const Tile tile{&in, row, w.data + o * w.row_bytes, w.data + (o + kOutputsPerBlock) * w.row_bytes, w.row_bytes,
+        const Tile tile{&in, row, w.data + o * w.row_bytes, w.data + (o + per_block) * w.row_bytes, w.row_bytes,
                         out + row * out_stride + o, out_stride};
         table.fns[fetch ? 1 : 0][rows - 1][outputs - 1](tile);
       }

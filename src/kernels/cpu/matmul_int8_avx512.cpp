@@ -26,6 +26,8 @@ namespace {
 constexpr size_t kPanelOutputs = 16;
 // Panels multiplied side by side.
 constexpr size_t kMaxPanels = 2;
+// Input rows up to which products skip packing (direct_rows).
+constexpr size_t kDirectRows = 2;
 // 32-bit groups of codes per 32-element block.
 constexpr int kGroups = 8;
 
@@ -93,6 +95,44 @@ KIPP_AVX512 inline void transpose_rows(const __m512i (&z)[8], Vector* out) {
   }
 }
 
+// Offsets of 16 consecutive weight rows, for gathering one 32-bit word of each.
+KIPP_AVX512 inline __m512i row_offsets(const WeightMatrix& w) {
+  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                            _mm512_set1_epi32(static_cast<int>(w.row_bytes)));
+}
+
+// The weight scales d (and for affine4 the minimums) of one block of 16 rows, as FP32: the first
+// 32 bits of each block hold the scale, and for affine4 the minimum above it.
+struct BlockHeads {
+  __m512 scales, mins;
+};
+KIPP_AVX512 inline BlockHeads block_heads(const uint8_t* first_row_block, __m512i offsets, __mmask16 present,
+                                          bool affine) {
+  const __m512i heads = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, offsets, first_row_block, 1);
+  return {_mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads)),
+          affine ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))) : _mm512_setzero_ps()};
+}
+
+// The rows of a group of 16 are one contiguous range, read block by block as 16 interleaved
+// streams, which the hardware prefetchers do not follow: the group in the same place of the next
+// pair (32 rows on) is fetched ahead as one sequential range, a block's share of it per block,
+// into L2 (into L1 it would evict the panel being built). A whole pair's work hides it; the very
+// next group was measured 10-15% slower to decode.
+struct Lookahead {
+  const uint8_t* begin;
+  const uint8_t* end;
+  size_t step;  // bytes per block
+  KIPP_AVX512 void fetch(size_t block) const {
+    for (const uint8_t* line = begin + block * step; line < begin + (block + 1) * step && line < end; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+  }
+};
+inline Lookahead lookahead(const WeightMatrix& w, size_t first, size_t block_bytes) {
+  const size_t ahead = std::min(w.rows, first + kMaxPanels * kPanelOutputs);
+  return {w.data + ahead * w.row_bytes, w.data + std::min(w.rows, ahead + kPanelOutputs) * w.row_bytes,
+          kPanelOutputs * block_bytes};
+}
+
 // Packs weight rows [first, first + count) of w, count <= 16.
 KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, bool affine, Panel& panel) {
   static const uint8_t kZeroBlock[sizeof(BlockQ8_0)] = {};
@@ -101,22 +141,12 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
   const uint8_t* rows[kPanelOutputs];
   for (size_t j = 0; j < kPanelOutputs; ++j) rows[j] = j < count ? w.data + (first + j) * w.row_bytes : nullptr;
   const __mmask16 present = static_cast<__mmask16>((1u << count) - 1);
-  const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                                 _mm512_set1_epi32(static_cast<int>(w.row_bytes)));
-  const size_t ahead = std::min(w.rows, first + kMaxPanels * kPanelOutputs);
-  const uint8_t* next = w.data + ahead * w.row_bytes;
-  const uint8_t* next_end = w.data + std::min(w.rows, ahead + kPanelOutputs) * w.row_bytes;
-  const size_t step = kPanelOutputs * shape.block_bytes;
+  const __m512i offsets = row_offsets(w);
+  const Lookahead next = lookahead(w, first, shape.block_bytes);
   for (size_t b = 0; b < blocks; ++b) {
     const size_t at = b * shape.block_bytes;
     const auto codes = [&](size_t j) { return rows[j] != nullptr ? rows[j] + at + shape.codes_offset : kZeroBlock; };
-    // The panel's rows are one contiguous range, read here as 16 interleaved streams, which the
-    // hardware prefetchers do not follow: the panel in the same place of the next pair is
-    // fetched ahead as one sequential range, a block's share of it per block, into L2 (into L1
-    // it would evict the panel being built). A whole pair's packing and products hide it; the
-    // very next panel was measured 10-15% slower to decode.
-    for (const uint8_t* line = next + b * step; line < next + (b + 1) * step && line < next_end; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+    next.fetch(b);
     __m512i z[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
@@ -124,12 +154,20 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
       z[j] = codes_pair(codes(low), codes(low + 4), affine);
     }
     transpose_rows(z, panel.codes.data() + b * kGroups);
-    // The first 32 bits of each block: the scale (and for affine4 the minimum above it).
-    const __m512i heads =
-        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets, w.data + first * w.row_bytes + at, 1);
-    _mm512_store_ps(panel.scales.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads)));
-    if (affine) _mm512_store_ps(panel.mins.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
+    const BlockHeads heads = block_heads(w.data + first * w.row_bytes + at, offsets, present, affine);
+    _mm512_store_ps(panel.scales.data() + b, heads.scales);
+    if (affine) _mm512_store_ps(panel.mins.data() + b, heads.mins);
   }
+}
+
+// acc += (d_w * d_x) * float(block sum) [+ min_w * (d_x * input code sum)]: the reference's
+// float sequence for one block, in every lane.
+template <bool Affine>
+KIPP_AVX512 inline __m512 add_block(__m512 acc, __m512 scales, __m512 mins, __m512i sums, float x_scale,
+                                    float x_scaled_sum) {
+  __m512 term = _mm512_mul_ps(_mm512_mul_ps(scales, _mm512_set1_ps(x_scale)), _mm512_cvtepi32_ps(sums));
+  if constexpr (Affine) term = _mm512_add_ps(term, _mm512_mul_ps(mins, _mm512_set1_ps(x_scaled_sum)));
+  return _mm512_add_ps(acc, term);
 }
 
 KIPP_AVX512 inline __m512i broadcast_group(const int8_t* codes) {
@@ -175,22 +213,117 @@ KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const size_t at = (row + r) * blocks + b;
-      const __m512 x_scale = _mm512_set1_ps(in.q8_scale[at]);
 #pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) {
-        __m512 term = _mm512_mul_ps(_mm512_mul_ps(_mm512_load_ps(panels[p].scales.data() + b), x_scale),
-                                    _mm512_cvtepi32_ps(sums[r][p]));
-        if constexpr (Affine)
-          term = _mm512_add_ps(term, _mm512_mul_ps(_mm512_load_ps(panels[p].mins.data() + b),
-                                                   _mm512_set1_ps(in.q8_scaled_sum[at])));
-        acc[r][p] = _mm512_add_ps(acc[r][p], term);
-      }
+      for (int p = 0; p < P; ++p)
+        acc[r][p] = add_block<Affine>(acc[r][p], _mm512_load_ps(panels[p].scales.data() + b),
+                                      Affine ? _mm512_load_ps(panels[p].mins.data() + b) : _mm512_setzero_ps(),
+                                      sums[r][p], in.q8_scale[at], Affine ? in.q8_scaled_sum[at] : 0.0f);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + r * out_stride + kPanelOutputs * p, store[p], acc[r][p]);
+}
+
+// Lane j of the result: the sum of the 32-bit lanes of row j's share, where s[k] (k < 4) holds in
+// its 128-bit lane l the share of row 4l + k (pairs, then quads, of lanes added).
+KIPP_AVX512 inline __m512i sum_quads(const __m512i (&s)[4]) {
+  const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+  const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+// The integer block sums of 16 weight rows against R input rows, computed from the rows as they
+// are stored (no panel): for 1-2 input rows a packed panel would be used once, and building it
+// costs more than the products. The sums are exact integers, so every result is the one the
+// panels give, bit for bit. Lane j of sums[r] belongs to weight row j.
+template <int R, bool Affine>
+KIPP_AVX512 inline void direct_block_sums(const uint8_t* const (&codes)[kPanelOutputs], const int8_t* const (&x)[R],
+                                          __m512i (&sums)[R]) {
+  if constexpr (Affine) {
+    // Vector k holds rows k, 4 + k, 8 + k, 12 + k in its 128-bit lanes: byte i of a row holds
+    // code i (low nibble, times input code i) and code i + 16 (high nibble).
+    const __m512i nibble = _mm512_set1_epi8(0x0F);
+    __m512i low[4], high[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[k])));
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[4 + k])), 1);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[8 + k])), 2);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[12 + k])), 3);
+      low[k] = _mm512_and_si512(v, nibble);
+      high[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const __m512i x_low = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r])));
+      const __m512i x_high = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r] + 16)));
+      __m512i s[4];
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        s[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low[k], x_low), high[k], x_high);
+      sums[r] = sum_quads(s);
+    }
+  } else {
+    // Vector j holds rows (j < 4 ? j : j + 4) and that + 4 in its halves, as codes_pair builds
+    // them: after the quads, 128-bit lane pairs are added.
+    __m512i z[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const size_t low = j < 4 ? j : j + 4;
+      z[j] = codes_pair(codes[low], codes[low + 4], false);
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r])));
+      __m512i s[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) s[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z[j], xv);
+      const __m512i first = sum_quads({s[0], s[1], s[2], s[3]}), second = sum_quads({s[4], s[5], s[6], s[7]});
+      sums[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(first, second, _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_i32x4(first, second, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+  }
+}
+
+// Weight rows [first, first + count) (count <= 16) times R input rows from `row`, without a
+// panel; the same float sequence as panel_rows.
+template <int R, bool Affine>
+KIPP_AVX512 void direct_rows(const WeightMatrix& w, size_t first, size_t count, const PreparedInput& in, size_t row,
+                             float* out, size_t out_stride) {
+  static const uint8_t kZeroBlock[sizeof(BlockQ8_0)] = {};
+  const Layout shape = layout(Affine);
+  const size_t cols = in.cols, blocks = cols / 32;
+  const __mmask16 present = static_cast<__mmask16>((1u << count) - 1);
+  const __m512i offsets = row_offsets(w);
+  const Lookahead next = lookahead(w, first, shape.block_bytes);
+  __m512 acc[R];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t at = b * shape.block_bytes;
+    next.fetch(b);
+    const uint8_t* codes[kPanelOutputs];
+    for (size_t j = 0; j < kPanelOutputs; ++j)
+      codes[j] = j < count ? w.data + (first + j) * w.row_bytes + at + shape.codes_offset : kZeroBlock;
+    const int8_t* x[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) x[r] = in.q8 + (row + r) * cols + b * 32;
+    __m512i sums[R];
+    direct_block_sums<R, Affine>(codes, x, sums);
+    const BlockHeads heads = block_heads(w.data + first * w.row_bytes + at, offsets, present, Affine);
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      const size_t block = (row + r) * blocks + b;
+      // Q8_0 codes carry +128 in codes_pair: -128 * (input code sum) takes it off again.
+      if constexpr (!Affine) sums[r] = _mm512_sub_epi32(sums[r], _mm512_set1_epi32(128 * in.q8_sum[block]));
+      acc[r] = add_block<Affine>(acc[r], heads.scales, heads.mins, sums[r], in.q8_scale[block],
+                                 Affine ? in.q8_scaled_sum[block] : 0.0f);
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * out_stride, present, acc[r]);
 }
 
 using PanelRowsFn = void (*)(const Panel*, const PreparedInput&, size_t, float*, size_t, const __mmask16*);
@@ -212,10 +345,25 @@ struct PanelRowsTables {
   static PanelRowsFn get(int panels, size_t rows) { return panels == 1 ? one[rows - 1] : two[rows - 1]; }
 };
 
+template <bool Affine>
+void direct_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  for (size_t first = 0; first < w.rows; first += kPanelOutputs) {
+    const size_t count = std::min(kPanelOutputs, w.rows - first);
+    for (size_t row = 0; row < in.rows;) {
+      const size_t rows = std::min<size_t>(2, in.rows - row);
+      (rows == 2 ? &direct_rows<2, Affine> : &direct_rows<1, Affine>)(w, first, count, in, row,
+                                                                      out + row * out_stride + first, out_stride);
+      row += rows;
+    }
+  }
+}
+
 }  // namespace
 
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   const bool affine = w.type == GgmlType::Q4_1;
+  if (in.rows <= kDirectRows)
+    return affine ? direct_matmul<true>(w, in, out, out_stride) : direct_matmul<false>(w, in, out, out_stride);
   // Each thread's panels are sized once for the widest matrix it meets.
   thread_local Panel panels[kMaxPanels];
   const size_t blocks = w.cols / 32;

@@ -1,0 +1,214 @@
+// The matrix products alone, on the kernel table in use, against the machine's read bandwidth
+// measured in the same run: how close each weight type's product comes to streaming its
+// weights at memory speed (1-2 input rows, decode) and to the peak multiply-add rate (many
+// rows, prefill), without the engine's layer loop, thread pool or other work around it.
+//
+// The weights are copies of one matrix of each type (outputs x cols, the 0.6b model's up
+// projection by default) filling --mib MiB, so a pass over all of them reads memory, not cache,
+// as a decode step does. Each of --threads threads takes an equal share of every matrix's
+// outputs for a whole pass, so no synchronisation is timed. Medians of --passes passes.
+//
+// Usage: kernel_bench [--types bf16,q8_0,affine4] [--rows 1,2,8,64] [--outputs 3072] [--cols 1024]
+//                     [--mib 384] [--passes 7] [--threads 2] [--out FILE.json]
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/half.h"
+#include "format/quant.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/machine_probe.h"
+#include "kernels/weights.h"
+
+namespace {
+
+using kipp::GgmlType;
+using kipp::bench::Clock;
+using kipp::bench::median;
+using kipp::bench::seconds_since;
+
+constexpr const char* kProgram = "kernel_bench";
+
+[[noreturn]] void die(const std::string& message) { kipp::bench::die(kProgram, message); }
+
+std::vector<std::string> split(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream stream(list);
+  for (std::string item; std::getline(stream, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+size_t parse_count(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  unsigned long value = 0;
+  try {
+    value = std::stoul(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value == 0) die(what + " must be a positive whole number, got '" + text + "'");
+  return value;
+}
+
+GgmlType parse_type(const std::string& name) {
+  if (name == "bf16") return GgmlType::BF16;
+  if (name == "q8_0") return GgmlType::Q8_0;
+  if (name == "affine4") return GgmlType::Q4_1;
+  die("unknown weight type '" + name + "' (bf16, q8_0 or affine4)");
+}
+
+// One matrix of random weights stored in `type`.
+std::vector<uint8_t> stored_matrix(GgmlType type, size_t outputs, size_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<float> values(outputs * cols);
+  for (float& v : values) v = normal(rng);
+  std::vector<uint8_t> bytes;
+  switch (type) {
+    case GgmlType::BF16:
+      bytes.resize(values.size() * 2);
+      kipp::f32_to_bf16_row(values.data(), reinterpret_cast<uint16_t*>(bytes.data()), values.size());
+      break;
+    case GgmlType::Q8_0:
+      bytes.resize(values.size() / kipp::kQuantBlock * sizeof(kipp::BlockQ8_0));
+      kipp::quantize_q8_0(values.data(), reinterpret_cast<kipp::BlockQ8_0*>(bytes.data()), values.size());
+      break;
+    default:
+      bytes.resize(values.size() / kipp::kQuantBlock * sizeof(kipp::BlockAffine4));
+      kipp::quantize_affine4(values.data(), reinterpret_cast<kipp::BlockAffine4*>(bytes.data()), values.size());
+      break;
+  }
+  return bytes;
+}
+
+struct Measured {
+  double seconds;  // median pass
+  double gb_per_second;
+  double gflop_per_second;
+};
+
+Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t outputs, size_t cols, size_t rows,
+                 uint64_t budget_bytes, size_t passes, size_t threads, std::mt19937& rng) {
+  const std::vector<uint8_t> one = stored_matrix(type, outputs, cols, rng);
+  const size_t copies = std::max<uint64_t>(1, budget_bytes / one.size());
+  std::vector<uint8_t> weights(copies * one.size());
+  for (size_t c = 0; c < copies; ++c) std::memcpy(weights.data() + c * one.size(), one.data(), one.size());
+
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(rows * cols);
+  for (float& v : x) v = normal(rng);
+  const kipp::kernels::InputFormat format = kipp::kernels::input_format(type);
+  std::vector<float> storage(kipp::kernels::prepared_input_bytes(format, rows, cols) / sizeof(float) + 1);
+  const kipp::kernels::PreparedInput in = table.prepare_input(format, x.data(), rows, cols, cols, storage.data());
+  std::vector<float> out(rows * outputs);
+
+  const auto pass = [&] {
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        const size_t begin = outputs * t / threads, end = outputs * (t + 1) / threads;
+        for (size_t c = 0; c < copies; ++c) {
+          const uint8_t* data = weights.data() + c * one.size();
+          kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
+          w.data += begin * w.row_bytes;
+          w.rows = end - begin;
+          table.matmul(w, in, out.data() + begin, outputs);
+        }
+      });
+    for (std::thread& worker : workers) worker.join();
+  };
+  pass();  // warm-up: pages touched, threads started once
+  std::vector<double> times;
+  for (size_t p = 0; p < passes; ++p) {
+    const Clock::time_point start = Clock::now();
+    pass();
+    times.push_back(seconds_since(start));
+  }
+  const double seconds = median(times);
+  return {seconds, static_cast<double>(weights.size()) / seconds / 1e9,
+          2.0 * static_cast<double>(rows * outputs * cols * copies) / seconds / 1e9};
+}
+
+void usage() {
+  std::cout << "Usage: kernel_bench [--types bf16,q8_0,affine4] [--rows 1,2,8,64] [--outputs 3072] [--cols 1024]\n"
+               "                    [--mib 384] [--passes 7] [--threads 2] [--out FILE.json]\n"
+               "Times the kernel table's matrix products alone over --mib MiB of weights (copies of one\n"
+               "outputs x cols matrix, so each pass reads memory) and reports weight bytes/s against the\n"
+               "read bandwidth measured in the same run, and FLOP/s, per weight type and input row count.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> types = {"bf16", "q8_0", "affine4"};
+  std::vector<size_t> row_counts = {1, 2, 8, 64};
+  size_t outputs = 3072, cols = 1024, mib = 384, passes = 7, threads = 2;
+  std::string out_path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&] { return kipp::bench::option_value(kProgram, argc, argv, i); };
+    if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else if (arg == "--types") {
+      types = split(value());
+    } else if (arg == "--rows") {
+      row_counts.clear();
+      for (const std::string& item : split(value())) row_counts.push_back(parse_count(item, "--rows"));
+    } else if (arg == "--outputs") {
+      outputs = parse_count(value(), arg);
+    } else if (arg == "--cols") {
+      cols = parse_count(value(), arg);
+    } else if (arg == "--mib") {
+      mib = parse_count(value(), arg);
+    } else if (arg == "--passes") {
+      passes = parse_count(value(), arg);
+    } else if (arg == "--threads") {
+      threads = parse_count(value(), arg);
+    } else if (arg == "--out") {
+      out_path = value();
+    } else {
+      die("unknown option '" + arg + "' (see --help)");
+    }
+  }
+  if (cols % kipp::kQuantBlock != 0) die("--cols must be a multiple of 32");
+  if (types.empty() || row_counts.empty()) die("--types and --rows need at least one value");
+
+  const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
+  const kipp::kernels::BandwidthResult bandwidth =
+      kipp::bench::must(kipp::kernels::read_bandwidth(static_cast<uint32_t>(threads)), "bandwidth probe");
+  std::mt19937 rng(7);
+  nlohmann::json result;
+  kipp::bench::record_machine_and_command(result, kProgram, argc, argv);
+  result["kernels"] = table.name;
+  result["threads"] = threads;
+  result["bandwidth_gb_per_second"] = {{"best", bandwidth.best_gb_per_second},
+                                       {"median", bandwidth.median_gb_per_second}};
+  result["shape"] = {{"outputs", outputs}, {"cols", cols}, {"weight_mib", mib}};
+  std::fprintf(stderr, "bandwidth %.1f GB/s best, %.1f median; kernels %s, %zu threads\n",
+               bandwidth.best_gb_per_second, bandwidth.median_gb_per_second, table.name, threads);
+  for (const std::string& name : types) {
+    const GgmlType type = parse_type(name);
+    for (size_t rows : row_counts) {
+      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, passes, threads, rng);
+      std::fprintf(stderr, "%-8s rows %4zu  %7.2f GB/s (%3.0f%% of median bandwidth)  %7.1f GFLOP/s\n", name.c_str(),
+                   rows, m.gb_per_second, 100 * m.gb_per_second / bandwidth.median_gb_per_second,
+                   m.gflop_per_second);
+      result["runs"].push_back({{"type", name},
+                                {"rows", rows},
+                                {"median_pass_seconds", m.seconds},
+                                {"weight_gb_per_second", m.gb_per_second},
+                                {"of_median_bandwidth", m.gb_per_second / bandwidth.median_gb_per_second},
+                                {"gflop_per_second", m.gflop_per_second}});
+    }
+  }
+  kipp::bench::write_result(kProgram, result, out_path);
+  return 0;
+}
