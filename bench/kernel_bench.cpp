@@ -96,7 +96,12 @@ struct Measured {
 
 Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t outputs, size_t cols, size_t rows,
                  uint64_t budget_bytes, size_t passes, size_t threads, std::mt19937& rng) {
-  const std::vector<uint8_t> one = stored_matrix(type, outputs, cols, rng);
+  std::vector<uint8_t> one = stored_matrix(type, outputs, cols, rng);
+  // Arranged as the backend arranges them at load time, when the table has its own layout.
+  kipp::kernels::WeightMatrix view = kipp::kernels::make_weight_matrix(type, one.data(), outputs, cols);
+  std::vector<uint8_t> packed(one.size());
+  const bool panels = table.pack_weights != nullptr && table.pack_weights(view, packed.data());
+  if (panels) one = packed;
   const size_t copies = std::max<uint64_t>(1, budget_bytes / one.size());
   std::vector<uint8_t> weights(copies * one.size());
   for (size_t c = 0; c < copies; ++c) std::memcpy(weights.data() + c * one.size(), one.data(), one.size());
@@ -113,10 +118,14 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
     std::vector<std::thread> workers;
     for (size_t t = 0; t < threads; ++t)
       workers.emplace_back([&, t] {
-        const size_t begin = outputs * t / threads, end = outputs * (t + 1) / threads;
+        // Whole panels of 16 outputs each, as the backend shares them.
+        const size_t units = (outputs + 15) / 16;
+        const size_t begin = std::min(outputs, 16 * (units * t / threads));
+        const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
         for (size_t c = 0; c < copies; ++c) {
           const uint8_t* data = weights.data() + c * one.size();
           kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
+          w.panels = panels;
           w.data += begin * w.row_bytes;
           w.rows = end - begin;
           table.matmul(w, in, out.data() + begin, outputs);

@@ -15,6 +15,9 @@ struct WeightMatrix {
   size_t rows = 0;
   size_t cols = 0;
   size_t row_bytes = 0;  // bytes of one row in `type`
+  // Rows rearranged in panels of 16 by the kernel table's pack_weights; only that table's matmul
+  // reads them. A range of whole panels is still at data + first_row * row_bytes.
+  bool panels = false;
 };
 
 // The view of one matrix, or row_bytes == 0 when `type` is not one the kernels handle or

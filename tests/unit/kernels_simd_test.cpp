@@ -106,6 +106,54 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
   }
 }
 
+// Tables with their own weight layout (KernelTable::pack_weights): packed matrices give the
+// reference's products (bit for bit where the stored ones do), whole panels cut off the front
+// give the same bits, and matrices the table reads as stored are left alone.
+TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
+  std::mt19937 rng(131);
+  size_t packed_count = 0;
+  for (const KernelTable* table : simd_tables()) {
+    if (table->pack_weights == nullptr) continue;
+    for (GgmlType type : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1})
+      for (size_t cols : {32, 96, 1024})
+        for (size_t rows : {1, 2, 7, 13})
+          for (size_t outputs : {13, 16, 48, 64}) {
+            SCOPED_TRACE(std::string(table->name) + " " + std::string(kipp::ggml_type_name(type)) + " cols " +
+                         std::to_string(cols) + " rows " + std::to_string(rows) + " outputs " +
+                         std::to_string(outputs));
+            const auto m = kipp::testing::make_stored_matrix(type, outputs, cols, rng);
+            const auto x = kipp::testing::make_prepared_rows(kipp::kernels::input_format(type), rows, cols, cols, rng);
+            std::vector<uint8_t> packed(m.bytes.size(), 0xA5);
+            const std::vector<uint8_t> untouched = packed;
+            if (!table->pack_weights(m.w, packed.data())) {
+              EXPECT_EQ(packed, untouched);
+              continue;
+            }
+            ++packed_count;
+            EXPECT_NE(type, GgmlType::BF16);
+            EXPECT_EQ(outputs % 16, 0u);
+            kipp::kernels::WeightMatrix w = m.w;
+            w.data = packed.data();
+            w.panels = true;
+            std::vector<float> expected(rows * outputs), got(rows * outputs, NAN);
+            ref::matmul(m.w, x.in, expected.data(), outputs);
+            table->matmul(w, x.in, got.data(), outputs);
+            for (size_t i = 0; i < got.size(); ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected[i])) << "element " << i;
+            kipp::kernels::WeightMatrix tail = w;
+            tail.data += 16 * w.row_bytes;
+            tail.rows -= 16;
+            std::vector<float> part(rows * outputs, NAN);
+            table->matmul(tail, x.in, part.data() + 16, outputs);
+            for (size_t r = 0; r < rows; ++r)
+              for (size_t o = 16; o < outputs; ++o)
+                ASSERT_EQ(std::bit_cast<uint32_t>(part[r * outputs + o]), std::bit_cast<uint32_t>(got[r * outputs + o]))
+                    << "row " << r << " output " << o;
+          }
+  }
+  if (packed_count == 0) GTEST_SKIP() << "no kernel table on this CPU packs weights";
+}
+
 }  // namespace
 
 namespace {

@@ -1,11 +1,14 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
 
@@ -20,6 +23,14 @@ using kernels::WeightMatrix;
 constexpr size_t kLogitRowsPerPass = 16;
 // Query rows of one sequence that share one widening of each K/V block in attention.
 constexpr size_t kAttentionTileRows = 32;
+// Output rows are shared among threads in whole units of this many (the panels of packed
+// weights, KernelTable::pack_weights, are sliced only between panels).
+constexpr size_t kOutputRowsPerUnit = 16;
+
+struct FreeBytes {
+  void operator()(uint8_t* bytes) const { std::free(bytes); }
+};
+using PackedBytes = std::unique_ptr<uint8_t[], FreeBytes>;
 
 struct PreparedLayer {
   WeightMatrix q, k, v, o, gate, up, down;
@@ -96,6 +107,7 @@ class CpuBackend final : public Backend {
       KIPP_ASSIGN_OR_RETURN(layer.k_norm, prepare_vector(lw.attn_k_norm));
       layers_.push_back(std::move(layer));
     }
+    KIPP_RETURN_IF_ERROR(pack_weights());
     allocate_scratch();
     return ok_status();
   }
@@ -144,6 +156,39 @@ class CpuBackend final : public Backend {
     size_t first_row;
     size_t rows;
   };
+
+  // The layers' projections in the kernel table's own arrangement, made once here so that no
+  // product rearranges them per call; the file's pages of those tensors are dropped after (they
+  // are read again only if something else reads them), so resident memory does not double.
+  Status pack_weights() {
+    if (kernels_.pack_weights == nullptr) return ok_status();
+    std::vector<WeightMatrix*> matrices;
+    for (PreparedLayer& layer : layers_)
+      for (WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
+        matrices.push_back(w);
+    std::vector<PackedBytes> packed(matrices.size());
+    std::atomic<bool> out_of_memory{false};
+    pool_.parallel_for(matrices.size(), [&](size_t, size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        WeightMatrix& w = *matrices[i];
+        const size_t bytes = w.rows * w.row_bytes;
+        PackedBytes buffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+        if (buffer == nullptr) {
+          out_of_memory = true;
+          continue;
+        }
+        if (!kernels_.pack_weights(w, buffer.get())) continue;
+        drop_mapped_pages({w.data, bytes});
+        w.data = buffer.get();
+        w.panels = true;
+        packed[i] = std::move(buffer);
+      }
+    });
+    for (PackedBytes& buffer : packed)
+      if (buffer != nullptr) packed_weights_.push_back(std::move(buffer));
+    if (out_of_memory) return make_error("cpu backend: out of memory while arranging the weights for the kernels");
+    return ok_status();
+  }
 
   void allocate_scratch() {
     const size_t hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
@@ -196,20 +241,22 @@ class CpuBackend final : public Backend {
       }
     const kernels::PreparedInput in =
         kernels_.prepare_input(format, x, n_rows, x_stride, products.begin()->w->cols, prepared_.data());
-    size_t total_rows = 0;
-    for (const Product& product : products) total_rows += product.w->rows;
-    pool_.parallel_for(total_rows, [&](size_t, size_t begin, size_t end) {
-      size_t first = 0;  // the first row of `product` in the combined range
+    const auto units = [](const WeightMatrix& w) { return (w.rows + kOutputRowsPerUnit - 1) / kOutputRowsPerUnit; };
+    size_t total_units = 0;
+    for (const Product& product : products) total_units += units(*product.w);
+    pool_.parallel_for(total_units, [&](size_t, size_t begin, size_t end) {
+      size_t first = 0;  // the first unit of `product` in the combined range
       for (const Product& product : products) {
         const WeightMatrix& w = *product.w;
-        const size_t lo = std::max(begin, first), hi = std::min(end, first + w.rows);
+        const size_t lo = std::max(begin, first), hi = std::min(end, first + units(w));
         if (lo < hi) {
+          const size_t row = (lo - first) * kOutputRowsPerUnit;
           WeightMatrix part = w;
-          part.data = w.data + (lo - first) * w.row_bytes;
-          part.rows = hi - lo;
-          kernels_.matmul(part, in, product.out + (lo - first), w.rows);
+          part.data = w.data + row * w.row_bytes;
+          part.rows = std::min(w.rows, (hi - first) * kOutputRowsPerUnit) - row;
+          kernels_.matmul(part, in, product.out + row, w.rows);
         }
-        first += w.rows;
+        first += units(w);
       }
     });
   }
@@ -336,6 +383,7 @@ class CpuBackend final : public Backend {
   size_t step_rows_;
   ThreadPool pool_;
   WeightMatrix embedding_, head_;
+  std::vector<PackedBytes> packed_weights_;  // what the layers' packed matrices point into
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;

@@ -24,7 +24,7 @@ constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &port
 constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_input,
                               &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
                               &portable::rope,     &avx512::attention_rows, &portable::swiglu,
-                              &portable::add,      &portable::store_bf16};
+                              &portable::add,      &portable::store_bf16, &avx512::pack_weights};
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};

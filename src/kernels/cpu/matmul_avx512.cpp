@@ -158,6 +158,12 @@ bool supported() {
          __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 }
 
+bool pack_weights(const WeightMatrix& w, uint8_t* out) {
+  if (!stores_panels(w)) return false;
+  pack_quantized_panels(w, out);
+  return true;
+}
+
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   switch (w.type) {
     case GgmlType::BF16:

@@ -26,8 +26,9 @@ namespace {
 constexpr size_t kPanelOutputs = 16;
 // Panels multiplied side by side.
 constexpr size_t kMaxPanels = 2;
-// Input rows up to which products skip packing (direct_rows).
-constexpr size_t kDirectRows = 2;
+// How far ahead products fetch stored panels: 4 blocks measured 8-30% faster than none, 2 or 8
+// with 8 rows (bench/kernel_bench, alternated runs).
+constexpr size_t kFetchAheadBlocks = 4;
 // 32-bit groups of codes per 32-element block.
 constexpr int kGroups = 8;
 
@@ -176,12 +177,50 @@ KIPP_AVX512 inline __m512i broadcast_group(const int8_t* codes) {
   return _mm512_set1_epi32(group);
 }
 
-// R input rows from `row` times P packed panels side by side (each input broadcast serves
-// them all), into out (row r at out + r * out_stride, panel p's outputs from 16 * p on, in
-// store[p]'s lanes). Each lane computes the reference's sequence exactly: the integer sum of a
-// block, then sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum], blocks in order.
-template <int R, int P, bool Affine>
-KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t row, float* out, size_t out_stride,
+// Panels built by pack_panel for this call, in a thread's buffers.
+struct BuiltPanels {
+  const Panel* panels;
+  KIPP_AVX512 __m512 scales(int p, size_t b) const { return _mm512_load_ps(panels[p].scales.data() + b); }
+  KIPP_AVX512 __m512 mins(int p, size_t b) const { return _mm512_load_ps(panels[p].mins.data() + b); }
+  KIPP_AVX512 __m512i codes(int p, size_t b, int g) const {
+    return _mm512_load_si512(panels[p].codes.data() + b * kGroups + g);
+  }
+  void fetch_ahead(int, size_t) const {}
+};
+
+// Panels stored in the weights by pack_quantized_panels. A block of a panel: the 16 scales d as
+// f16 (32 bytes), for affine4 the 16 minimums (32 bytes), then the codes: Q8_0's 8 vectors as a
+// built panel holds them; affine4's 4 vectors of nibbles, vector h holding bytes 4h..4h+3 of each
+// row's block in its lane (low nibbles: codes 4h..4h+3, high nibbles: codes 16 + 4h..).
+template <bool Affine>
+struct StoredPanels {
+  const uint8_t* first;  // block 0 of panel 0
+  size_t panel_bytes;
+  size_t block_bytes;  // one block of a whole panel
+  const uint8_t* at(int p, size_t b) const { return first + static_cast<size_t>(p) * panel_bytes + b * block_bytes; }
+  KIPP_AVX512 __m512 scales(int p, size_t b) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(p, b))));
+  }
+  KIPP_AVX512 __m512 mins(int p, size_t b) const {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(p, b) + 32)));
+  }
+  KIPP_AVX512 void fetch_ahead(int p, size_t b) const {
+    const uint8_t* block = at(p, b + 8);
+    for (size_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
+  }
+  KIPP_AVX512 __m512i codes(int p, size_t b, int g) const {
+    if constexpr (!Affine) return _mm512_loadu_si512(at(p, b) + 32 + 64 * g);
+    const __m512i nibbles = _mm512_loadu_si512(at(p, b) + 64 + 64 * (g % 4));
+    return _mm512_and_si512(g < 4 ? nibbles : _mm512_srli_epi16(nibbles, 4), _mm512_set1_epi8(0x0F));
+  }
+};
+
+// R input rows from `row` times P panels side by side (each input broadcast serves them all),
+// into out (row r at out + r * out_stride, panel p's outputs from 16 * p on, in store[p]'s
+// lanes). Each lane computes the reference's sequence exactly: the integer sum of a block, then
+// sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum], blocks in order.
+template <int R, int P, bool Affine, typename Source>
+KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_t row, float* out, size_t out_stride,
                             const __mmask16* store) {
   const size_t cols = in.cols, blocks = cols / 32;
   __m512 acc[R][P];
@@ -190,6 +229,11 @@ KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
+    // Many rows per weight load: the hardware prefetchers fall behind. With 1-2 rows they keep
+    // up, and fetching measured no faster.
+    if constexpr (R > 2)
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) panels.fetch_ahead(p, b);
     __m512i sums[R][P];
     // Q8_0 codes carry +128: starting at -128 * (input code sum) takes it off again.
 #pragma GCC unroll 8
@@ -202,7 +246,7 @@ KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t
     for (int g = 0; g < kGroups; ++g) {
       __m512i w[P];
 #pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) w[p] = _mm512_load_si512(panels[p].codes.data() + b * kGroups + g);
+      for (int p = 0; p < P; ++p) w[p] = panels.codes(p, b, g);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const __m512i x = broadcast_group(in.q8 + (row + r) * cols + b * 32 + 4 * g);
@@ -210,14 +254,19 @@ KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t
         for (int p = 0; p < P; ++p) sums[r][p] = _mm512_dpbusd_epi32(sums[r][p], w[p], x);
       }
     }
+    __m512 scales[P], mins[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) {
+      scales[p] = panels.scales(p, b);
+      mins[p] = Affine ? panels.mins(p, b) : _mm512_setzero_ps();
+    }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const size_t at = (row + r) * blocks + b;
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p)
-        acc[r][p] = add_block<Affine>(acc[r][p], _mm512_load_ps(panels[p].scales.data() + b),
-                                      Affine ? _mm512_load_ps(panels[p].mins.data() + b) : _mm512_setzero_ps(),
-                                      sums[r][p], in.q8_scale[at], Affine ? in.q8_scaled_sum[at] : 0.0f);
+        acc[r][p] = add_block<Affine>(acc[r][p], scales[p], mins[p], sums[r][p], in.q8_scale[at],
+                                      Affine ? in.q8_scaled_sum[at] : 0.0f);
     }
   }
 #pragma GCC unroll 8
@@ -226,144 +275,47 @@ KIPP_AVX512 void panel_rows(const Panel* panels, const PreparedInput& in, size_t
     for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + r * out_stride + kPanelOutputs * p, store[p], acc[r][p]);
 }
 
-// Lane j of the result: the sum of the 32-bit lanes of row j's share, where s[k] (k < 4) holds in
-// its 128-bit lane l the share of row 4l + k (pairs, then quads, of lanes added).
-KIPP_AVX512 inline __m512i sum_quads(const __m512i (&s)[4]) {
-  const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
-  const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
-  return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
-}
-
-// The integer block sums of 16 weight rows against R input rows, computed from the rows as they
-// are stored (no panel): for 1-2 input rows a packed panel would be used once, and building it
-// costs more than the products. The sums are exact integers, so every result is the one the
-// panels give, bit for bit. Lane j of sums[r] belongs to weight row j.
-template <int R, bool Affine>
-KIPP_AVX512 inline void direct_block_sums(const uint8_t* const (&codes)[kPanelOutputs], const int8_t* const (&x)[R],
-                                          __m512i (&sums)[R]) {
-  if constexpr (Affine) {
-    // Vector k holds rows k, 4 + k, 8 + k, 12 + k in its 128-bit lanes: byte i of a row holds
-    // code i (low nibble, times input code i) and code i + 16 (high nibble).
-    const __m512i nibble = _mm512_set1_epi8(0x0F);
-    __m512i low[4], high[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[k])));
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[4 + k])), 1);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[8 + k])), 2);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(codes[12 + k])), 3);
-      low[k] = _mm512_and_si512(v, nibble);
-      high[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble);
-    }
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      const __m512i x_low = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r])));
-      const __m512i x_high = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r] + 16)));
-      __m512i s[4];
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k)
-        s[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), low[k], x_low), high[k], x_high);
-      sums[r] = sum_quads(s);
-    }
-  } else {
-    // Vector j holds rows (j < 4 ? j : j + 4) and that + 4 in its halves, as codes_pair builds
-    // them: after the quads, 128-bit lane pairs are added.
-    __m512i z[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
-      const size_t low = j < 4 ? j : j + 4;
-      z[j] = codes_pair(codes[low], codes[low + 4], false);
-    }
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      const __m512i xv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[r])));
-      __m512i s[8];
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) s[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), z[j], xv);
-      const __m512i first = sum_quads({s[0], s[1], s[2], s[3]}), second = sum_quads({s[4], s[5], s[6], s[7]});
-      sums[r] = _mm512_add_epi32(_mm512_shuffle_i32x4(first, second, _MM_SHUFFLE(2, 0, 2, 0)),
-                                 _mm512_shuffle_i32x4(first, second, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-  }
-}
-
-// Weight rows [first, first + count) (count <= 16) times R input rows from `row`, without a
-// panel; the same float sequence as panel_rows.
-template <int R, bool Affine>
-KIPP_AVX512 void direct_rows(const WeightMatrix& w, size_t first, size_t count, const PreparedInput& in, size_t row,
-                             float* out, size_t out_stride) {
-  static const uint8_t kZeroBlock[sizeof(BlockQ8_0)] = {};
-  const Layout shape = layout(Affine);
-  const size_t cols = in.cols, blocks = cols / 32;
-  const __mmask16 present = static_cast<__mmask16>((1u << count) - 1);
-  const __m512i offsets = row_offsets(w);
-  const Lookahead next = lookahead(w, first, shape.block_bytes);
-  __m512 acc[R];
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (size_t b = 0; b < blocks; ++b) {
-    const size_t at = b * shape.block_bytes;
-    next.fetch(b);
-    const uint8_t* codes[kPanelOutputs];
-    for (size_t j = 0; j < kPanelOutputs; ++j)
-      codes[j] = j < count ? w.data + (first + j) * w.row_bytes + at + shape.codes_offset : kZeroBlock;
-    const int8_t* x[R];
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) x[r] = in.q8 + (row + r) * cols + b * 32;
-    __m512i sums[R];
-    direct_block_sums<R, Affine>(codes, x, sums);
-    const BlockHeads heads = block_heads(w.data + first * w.row_bytes + at, offsets, present, Affine);
-#pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) {
-      const size_t block = (row + r) * blocks + b;
-      // Q8_0 codes carry +128 in codes_pair: -128 * (input code sum) takes it off again.
-      if constexpr (!Affine) sums[r] = _mm512_sub_epi32(sums[r], _mm512_set1_epi32(128 * in.q8_sum[block]));
-      acc[r] = add_block<Affine>(acc[r], heads.scales, heads.mins, sums[r], in.q8_scale[block],
-                                 Affine ? in.q8_scaled_sum[block] : 0.0f);
-    }
-  }
-#pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(out + r * out_stride, present, acc[r]);
-}
-
-using PanelRowsFn = void (*)(const Panel*, const PreparedInput&, size_t, float*, size_t, const __mmask16*);
-
 // Rows per tile for P panels: accumulators (an integer and a float one per row and panel), the
 // panels' code vectors and the broadcast input fit the 32 vector registers. Two panels x 6 rows
 // measured 8-15% faster prefill than one panel x 8 rows (half the broadcasts per product).
 constexpr int tile_rows(int panels) { return panels == 1 ? 8 : 6; }
 
-template <bool Affine, int P, size_t... R>
-constexpr std::array<PanelRowsFn, sizeof...(R)> panel_rows_table(std::index_sequence<R...>) {
-  return {&panel_rows<static_cast<int>(R) + 1, P, Affine>...};
-}
-
-template <bool Affine>
+template <bool Affine, typename Source>
 struct PanelRowsTables {
-  static constexpr auto one = panel_rows_table<Affine, 1>(std::make_index_sequence<tile_rows(1)>());
-  static constexpr auto two = panel_rows_table<Affine, 2>(std::make_index_sequence<tile_rows(2)>());
-  static PanelRowsFn get(int panels, size_t rows) { return panels == 1 ? one[rows - 1] : two[rows - 1]; }
+  using Fn = void (*)(const Source&, const PreparedInput&, size_t, float*, size_t, const __mmask16*);
+  template <int P, size_t... R>
+  static constexpr std::array<Fn, sizeof...(R)> table(std::index_sequence<R...>) {
+    return {&panel_rows<static_cast<int>(R) + 1, P, Affine, Source>...};
+  }
+  static constexpr auto one = table<1>(std::make_index_sequence<tile_rows(1)>());
+  static constexpr auto two = table<2>(std::make_index_sequence<tile_rows(2)>());
 };
 
-template <bool Affine>
-void direct_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  for (size_t first = 0; first < w.rows; first += kPanelOutputs) {
-    const size_t count = std::min(kPanelOutputs, w.rows - first);
-    for (size_t row = 0; row < in.rows;) {
-      const size_t rows = std::min<size_t>(2, in.rows - row);
-      (rows == 2 ? &direct_rows<2, Affine> : &direct_rows<1, Affine>)(w, first, count, in, row,
-                                                                      out + row * out_stride + first, out_stride);
-      row += rows;
-    }
+// Every input row times `count` panels of `panels`, in tiles of rows.
+template <bool Affine, typename Source>
+void multiply_panels(const Source& panels, int count, const PreparedInput& in, float* out, size_t out_stride,
+                     const __mmask16* store) {
+  using Tables = PanelRowsTables<Affine, Source>;
+  const size_t tile = static_cast<size_t>(tile_rows(count));
+  for (size_t row = 0; row < in.rows; row += tile) {
+    const size_t rows = std::min(tile, in.rows - row);
+    (count == 1 ? Tables::one[rows - 1] : Tables::two[rows - 1])(panels, in, row, out + row * out_stride, out_stride,
+                                                                 store);
   }
 }
 
-}  // namespace
-
+template <bool Affine>
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  const bool affine = w.type == GgmlType::Q4_1;
-  if (in.rows <= kDirectRows)
-    return affine ? direct_matmul<true>(w, in, out, out_stride) : direct_matmul<false>(w, in, out, out_stride);
+  if (w.panels) {
+    const size_t block_bytes = kPanelOutputs * layout(Affine).block_bytes;
+    const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
+    for (size_t first = 0; first < w.rows; first += kMaxPanels * kPanelOutputs) {
+      const int count = first + kMaxPanels * kPanelOutputs <= w.rows ? 2 : 1;
+      const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelOutputs * w.row_bytes, block_bytes};
+      multiply_panels<Affine>(panels, count, in, out + first, out_stride, store);
+    }
+    return;
+  }
   // Each thread's panels are sized once for the widest matrix it meets.
   thread_local Panel panels[kMaxPanels];
   const size_t blocks = w.cols / 32;
@@ -375,20 +327,44 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
     }
   for (size_t first = 0; first < w.rows; first += kMaxPanels * kPanelOutputs) {
     __mmask16 store[kMaxPanels] = {};
-    size_t count = 0;
-    for (; count < kMaxPanels && first + count * kPanelOutputs < w.rows; ++count) {
+    int count = 0;
+    for (; count < static_cast<int>(kMaxPanels) && first + count * kPanelOutputs < w.rows; ++count) {
       const size_t start = first + count * kPanelOutputs, outputs = std::min(kPanelOutputs, w.rows - start);
-      pack_panel(w, start, outputs, affine, panels[count]);
+      pack_panel(w, start, outputs, Affine, panels[count]);
       store[count] = static_cast<__mmask16>((1u << outputs) - 1);
     }
-    const size_t tile = static_cast<size_t>(tile_rows(static_cast<int>(count)));
-    for (size_t row = 0; row < in.rows; row += tile) {
-      const size_t rows = std::min(tile, in.rows - row);
-      const PanelRowsFn fn = affine ? PanelRowsTables<true>::get(static_cast<int>(count), rows)
-                                    : PanelRowsTables<false>::get(static_cast<int>(count), rows);
-      fn(panels, in, row, out + row * out_stride + first, out_stride, store);
-    }
+    multiply_panels<Affine>(BuiltPanels{panels}, count, in, out + first, out_stride, store);
   }
+}
+
+}  // namespace
+
+bool stores_panels(const WeightMatrix& w) {
+  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_1) && w.row_bytes != 0 && w.rows % kPanelOutputs == 0;
+}
+
+void pack_quantized_panels(const WeightMatrix& w, uint8_t* out) {
+  const bool affine = w.type == GgmlType::Q4_1;
+  const Layout shape = layout(affine);
+  const size_t blocks = w.cols / 32, heads = affine ? 64 : 32;
+  for (size_t first = 0; first < w.rows; first += kPanelOutputs)
+    for (size_t b = 0; b < blocks; ++b) {
+      uint8_t* block = out + first * w.row_bytes + b * kPanelOutputs * shape.block_bytes;
+      for (size_t j = 0; j < kPanelOutputs; ++j) {
+        const uint8_t* source = w.data + (first + j) * w.row_bytes + b * shape.block_bytes;
+        std::memcpy(block + 2 * j, source, 2);
+        if (affine) std::memcpy(block + 32 + 2 * j, source + 2, 2);
+        const uint8_t* codes = source + shape.codes_offset;
+        for (size_t g = 0; g < (affine ? 4u : 8u); ++g)
+          for (size_t i = 0; i < 4; ++i)
+            block[heads + 64 * g + 4 * j + i] = affine ? codes[4 * g + i] : static_cast<uint8_t>(codes[4 * g + i] ^ 0x80);
+      }
+    }
+}
+
+void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  return w.type == GgmlType::Q4_1 ? quantized_matmul<true>(w, in, out, out_stride)
+                                  : quantized_matmul<false>(w, in, out, out_stride);
 }
 
 }  // namespace kipp::kernels::avx512
