@@ -26,9 +26,11 @@ namespace {
 constexpr size_t kPanelOutputs = 16;
 // Panels multiplied side by side.
 constexpr size_t kMaxPanels = 2;
-// How far ahead products fetch stored panels: 4 blocks measured 8-30% faster than none, 2 or 8
-// with 8 rows (bench/kernel_bench, alternated runs).
-constexpr size_t kFetchAheadBlocks = 4;
+// How far ahead products fetch stored panels, into L2: the hardware prefetchers alone fall
+// behind. Measured with bench/kernel_bench in alternated runs (weight GB/s, 2 threads): 1 row
+// Q8_0 25 -> 26-32, affine4 20 -> 24-27; 8 rows Q8_0 17-18 -> 20-23. Into L1 stalled on the
+// miss buffers (1-2 rows slower than none); 4, 8 or 16 blocks ahead measured alike.
+constexpr size_t kFetchAheadBlocks = 8;
 // 32-bit groups of codes per 32-element block.
 constexpr int kGroups = 8;
 
@@ -206,7 +208,7 @@ struct StoredPanels {
   }
   KIPP_AVX512 void fetch_ahead(int p, size_t b) const {
     const uint8_t* block = at(p, b + 8);
-    for (size_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T0);
+    for (size_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T1);
   }
   KIPP_AVX512 __m512i codes(int p, size_t b, int g) const {
     if constexpr (!Affine) return _mm512_loadu_si512(at(p, b) + 32 + 64 * g);
@@ -229,11 +231,8 @@ KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    // Many rows per weight load: the hardware prefetchers fall behind. With 1-2 rows they keep
-    // up, and fetching measured no faster.
-    if constexpr (R > 2)
 #pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) panels.fetch_ahead(p, b);
+    for (int p = 0; p < P; ++p) panels.fetch_ahead(p, b);
     __m512i sums[R][P];
     // Q8_0 codes carry +128: starting at -128 * (input code sum) takes it off again.
 #pragma GCC unroll 8
@@ -296,11 +295,14 @@ template <bool Affine, typename Source>
 void multiply_panels(const Source& panels, int count, const PreparedInput& in, float* out, size_t out_stride,
                      const __mmask16* store) {
   using Tables = PanelRowsTables<Affine, Source>;
-  const size_t tile = static_cast<size_t>(tile_rows(count));
-  for (size_t row = 0; row < in.rows; row += tile) {
-    const size_t rows = std::min(tile, in.rows - row);
+  // The rows split into as few tiles as fit, of sizes differing by at most one.
+  const size_t most = static_cast<size_t>(tile_rows(count));
+  const size_t tiles = (in.rows + most - 1) / most;
+  for (size_t t = 0, row = 0; t < tiles; ++t) {
+    const size_t rows = in.rows * (t + 1) / tiles - row;
     (count == 1 ? Tables::one[rows - 1] : Tables::two[rows - 1])(panels, in, row, out + row * out_stride, out_stride,
                                                                  store);
+    row += rows;
   }
 }
 
