@@ -7,7 +7,7 @@ set(KIPP_TOKTRAIN_CORPUS ${KIPP_TOKTRAIN_WORK}/corpus.txt)
 set(KIPP_TOKTRAIN_EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/integration/expect_error.sh)
 
 add_test(NAME tokenizer_train_corpus
-         COMMAND sh -c "mkdir -p ${KIPP_TOKTRAIN_WORK}/out && cat ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/docs/*.md > ${KIPP_TOKTRAIN_CORPUS}")
+         COMMAND sh -c "mkdir -p ${KIPP_TOKTRAIN_WORK}/out && cp ${CMAKE_CURRENT_SOURCE_DIR}/train/corpus.md ${KIPP_TOKTRAIN_CORPUS}")
 set_tests_properties(tokenizer_train_corpus PROPERTIES FIXTURES_SETUP tokenizer_train_corpus)
 
 add_test(NAME tokenizer_train_help COMMAND $<TARGET_FILE:kipp> tokenizer train --help)

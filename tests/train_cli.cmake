@@ -8,8 +8,10 @@ set(KIPP_TRAIN_CORPUS ${KIPP_TRAIN_WORK}/corpus.txt)
 set(KIPP_TRAIN_INPUTS ${KIPP_TRAIN_CONFIG} ${KIPP_TRAIN_TOKENIZER} ${KIPP_TRAIN_CORPUS})
 set(KIPP_TRAIN_SETS "--set tokenizer=${KIPP_TRAIN_TOKENIZER} --set data.train=[${KIPP_TRAIN_CORPUS}]")
 
+# A fixed snapshot of the project's documentation (README.md and docs/*.md of 2026-12-03):
+# tests that count steps and epochs must not move when the documentation is edited.
 add_test(NAME train_corpus
-         COMMAND sh -c "mkdir -p ${KIPP_TRAIN_WORK} && cat ${CMAKE_SOURCE_DIR}/README.md ${CMAKE_SOURCE_DIR}/docs/*.md > ${KIPP_TRAIN_CORPUS}")
+         COMMAND sh -c "mkdir -p ${KIPP_TRAIN_WORK} && cp ${CMAKE_CURRENT_SOURCE_DIR}/train/corpus.md ${KIPP_TRAIN_CORPUS}")
 set_tests_properties(train_corpus PROPERTIES FIXTURES_SETUP train_corpus)
 
 add_test(NAME train_help COMMAND $<TARGET_FILE:kipp> train --help)
