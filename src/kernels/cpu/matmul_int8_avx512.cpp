@@ -173,10 +173,14 @@ KIPP_AVX512 inline __m512 add_block(__m512 acc, __m512 scales, __m512 mins, __m5
   return _mm512_add_ps(acc, term);
 }
 
-KIPP_AVX512 inline __m512i broadcast_group(const int8_t* codes) {
-  int32_t group;
-  std::memcpy(&group, codes, sizeof group);
-  return _mm512_set1_epi32(group);
+// sums + VPDPBUSD(codes, the 4 input codes at x in every lane), the input broadcast from memory
+// ({1to16}) inside the product. Written out because GCC 12 emits a separate VPBROADCASTD when
+// one broadcast feeds two products, and those took 15-25% of the vector throughput of 4-8 row
+// tiles (bench/kernel_bench, 8 rows: Q8_0 22 -> 26 GB/s, affine4 15 -> 19, with one panel at a
+// time below).
+KIPP_AVX512 inline __m512i dot_group(__m512i sums, __m512i codes, const int8_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(sums) : "v"(codes), "m"(*reinterpret_cast<const int32_t*>(x)));
+  return sums;
 }
 
 // Panels built by pack_panel for this call, in a thread's buffers.
@@ -248,9 +252,9 @@ KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_
       for (int p = 0; p < P; ++p) w[p] = panels.codes(p, b, g);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const __m512i x = broadcast_group(in.q8 + (row + r) * cols + b * 32 + 4 * g);
+        const int8_t* x = in.q8 + (row + r) * cols + b * 32 + 4 * g;
 #pragma GCC unroll 2
-        for (int p = 0; p < P; ++p) sums[r][p] = _mm512_dpbusd_epi32(sums[r][p], w[p], x);
+        for (int p = 0; p < P; ++p) sums[r][p] = dot_group(sums[r][p], w[p], x);
       }
     }
     __m512 scales[P], mins[P];
@@ -311,8 +315,11 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
   if (w.panels) {
     const size_t block_bytes = kPanelOutputs * layout(Affine).block_bytes;
     const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
-    for (size_t first = 0; first < w.rows; first += kMaxPanels * kPanelOutputs) {
-      const int count = first + kMaxPanels * kPanelOutputs <= w.rows ? 2 : 1;
+    // 3-8 rows (batched decoding) take one panel at a time in a single tile: every panel is
+    // read from memory once and no second tile re-reads it from L2.
+    const size_t side_by_side = in.rows > 2 && in.rows <= static_cast<size_t>(tile_rows(1)) ? 1 : kMaxPanels;
+    for (size_t first = 0; first < w.rows; first += side_by_side * kPanelOutputs) {
+      const int count = first + side_by_side * kPanelOutputs <= w.rows ? static_cast<int>(side_by_side) : 1;
       const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelOutputs * w.row_bytes, block_bytes};
       multiply_panels<Affine>(panels, count, in, out + first, out_stride, store);
     }
