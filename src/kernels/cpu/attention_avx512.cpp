@@ -46,27 +46,44 @@ KIPP_AVX512 inline __m512 widen_bf16(const uint16_t* p) {
       _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
 }
 
-// Scores of one query (chunks = head_dim / 16 vectors) against 16 widened keys, 16 floats
-// apart by key row of `head_dim`.
-template <size_t Chunks>
-KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const float* keys, size_t head_dim) {
+// One K/V block's keys or values as FP32 vectors: key (or value) t, chunk c (16 elements).
+// Widened: converted once into scratch, for tiles of many queries. Stored: converted as read,
+// for tiles of a few queries, where converting the whole block into scratch cost as much as
+// the products (batched decoding spent 15% of a step there). Both give the same FP32 values,
+// so a query's result is the same bits in either.
+struct WidenedBlock {
+  const float* data;
+  size_t head_dim;
+  KIPP_AVX512 __m512 load(size_t t, size_t c) const { return _mm512_loadu_ps(data + t * head_dim + c * 16); }
+};
+struct StoredBlock {
+  const uint16_t* data;
+  size_t position_stride;
+  size_t count;  // positions present; the rest read as zero
+  KIPP_AVX512 __m512 load(size_t t, size_t c) const {
+    return t < count ? widen_bf16(data + t * position_stride + c * 16) : _mm512_setzero_ps();
+  }
+};
+
+// Scores of one query (chunks = head_dim / 16 vectors) against keys first..first + 15.
+template <size_t Chunks, typename Block>
+KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const Block& keys, size_t first) {
   __m512 partial[16];
 #pragma GCC unroll 16
-  for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_mul_ps(query[0], _mm512_loadu_ps(keys + j * head_dim));
+  for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_mul_ps(query[0], keys.load(first + j, 0));
   // Chunk by chunk across the 16 keys, so 16 independent sums are in flight.
 #pragma GCC unroll 16
   for (size_t c = 1; c < Chunks; ++c)
 #pragma GCC unroll 16
-    for (size_t j = 0; j < 16; ++j)
-      partial[j] = _mm512_fmadd_ps(query[c], _mm512_loadu_ps(keys + j * head_dim + c * 16), partial[j]);
+    for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_fmadd_ps(query[c], keys.load(first + j, c), partial[j]);
   return reduce16(partial);
 }
 
-template <size_t Chunks>
+template <size_t Chunks, bool Widen>
 KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
                                 const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
   constexpr size_t kHeadDim = Chunks * 16;
-  float* keys = scratch;                // kBlock x head_dim, widened
+  float* keys = scratch;  // kBlock x head_dim, widened
   float* values = keys + kBlock * kHeadDim;
   const size_t queries = rows * group;
   float* state = values + kBlock * kHeadDim;  // per query: running max, running sum
@@ -82,14 +99,22 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
   for (size_t base = 0; base <= last; base += kBlock) {
     const size_t count = std::min(kBlock, last + 1 - base);
     const uint16_t* block = kv.blocks[base / kBlock];
-    for (size_t t = 0; t < kBlock; ++t)
-      for (size_t c = 0; c < Chunks; ++c) {
-        const bool present = t < count;
-        _mm512_storeu_ps(keys + t * kHeadDim + c * 16,
-                         present ? widen_bf16(block + kv.k_offset + t * kv.position_stride + c * 16) : _mm512_setzero_ps());
-        _mm512_storeu_ps(values + t * kHeadDim + c * 16,
-                         present ? widen_bf16(block + kv.v_offset + t * kv.position_stride + c * 16) : _mm512_setzero_ps());
-      }
+    const StoredBlock stored_keys{block + kv.k_offset, kv.position_stride, count};
+    const StoredBlock stored_values{block + kv.v_offset, kv.position_stride, count};
+    if constexpr (Widen)
+      for (size_t t = 0; t < kBlock; ++t)
+        for (size_t c = 0; c < Chunks; ++c) {
+          _mm512_storeu_ps(keys + t * kHeadDim + c * 16, stored_keys.load(t, c));
+          _mm512_storeu_ps(values + t * kHeadDim + c * 16, stored_values.load(t, c));
+        }
+    const auto key_block = [&] {
+      if constexpr (Widen) return WidenedBlock{keys, kHeadDim};
+      else return stored_keys;
+    }();
+    const auto value_block = [&] {
+      if constexpr (Widen) return WidenedBlock{values, kHeadDim};
+      else return stored_values;
+    }();
     // Three passes over the tile's queries, each a loop of independent iterations the core
     // can overlap: the block's scores, the softmax update, the weighted sum of the values.
     const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
@@ -105,11 +130,11 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
       const __mmask16 high = visible <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (visible - 16)) - 1);
       float* row_scores = scores + i * kBlock;
       _mm512_storeu_ps(row_scores, _mm512_mask_blend_ps(low, minus_infinity,
-                                                        _mm512_mul_ps(scores16(query, keys, kHeadDim), _mm512_set1_ps(scale))));
+                                                        _mm512_mul_ps(scores16(query, key_block, 0), _mm512_set1_ps(scale))));
       _mm512_storeu_ps(row_scores + 16,
                        high == 0 ? minus_infinity
                                  : _mm512_mask_blend_ps(high, minus_infinity,
-                                                        _mm512_mul_ps(scores16(query, keys + 16 * kHeadDim, kHeadDim),
+                                                        _mm512_mul_ps(scores16(query, key_block, 16),
                                                                       _mm512_set1_ps(scale))));
     }
     for (size_t i = 0; i < queries; ++i) {
@@ -141,7 +166,7 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
         const __m512 weight = _mm512_set1_ps(weights[t]);
 #pragma GCC unroll 16
         for (size_t c = 0; c < Chunks; ++c)
-          acc[c] = _mm512_fmadd_ps(weight, _mm512_loadu_ps(values + t * kHeadDim + c * 16), acc[c]);
+          acc[c] = _mm512_fmadd_ps(weight, value_block.load(t, c), acc[c]);
       }
 #pragma GCC unroll 16
       for (size_t c = 0; c < Chunks; ++c) _mm512_storeu_ps(result + c * 16, acc[c]);
@@ -159,15 +184,22 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
 
 void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
                     const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
+  // Widening a block into scratch pays from 3 queries sharing it (its cost is about that of
+  // converting as read for 2).
+  const bool widen = rows * group > 2;
+  const auto run = [&]<size_t Chunks>() {
+    (widen ? attention_tile<Chunks, true> : attention_tile<Chunks, false>)(q, q_stride, rows, first_position, group, kv,
+                                                                          scale, scratch, out, out_stride);
+  };
   switch (kv.head_dim) {
     case 32:
-      return attention_tile<2>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+      return run.template operator()<2>();
     case 64:
-      return attention_tile<4>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+      return run.template operator()<4>();
     case 128:
-      return attention_tile<8>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+      return run.template operator()<8>();
     case 256:
-      return attention_tile<16>(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
+      return run.template operator()<16>();
     default:
       return portable::attention_rows(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
   }
