@@ -189,6 +189,8 @@ int main(int argc, char** argv) {
   }
   if (cols % kipp::kQuantBlock != 0) die("--cols must be a multiple of 32");
   if (types.empty() || row_counts.empty()) die("--types and --rows need at least one value");
+  std::vector<GgmlType> parsed_types;
+  for (const std::string& name : types) parsed_types.push_back(parse_type(name));
 
   const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
   const kipp::kernels::BandwidthResult bandwidth =
@@ -203,8 +205,9 @@ int main(int argc, char** argv) {
   result["shape"] = {{"outputs", outputs}, {"cols", cols}, {"weight_mib", mib}};
   std::fprintf(stderr, "bandwidth %.1f GB/s best, %.1f median; kernels %s, %zu threads\n",
                bandwidth.best_gb_per_second, bandwidth.median_gb_per_second, table.name, threads);
-  for (const std::string& name : types) {
-    const GgmlType type = parse_type(name);
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string& name = types[i];
+    const GgmlType type = parsed_types[i];
     for (size_t rows : row_counts) {
       const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, passes, threads, rng);
       std::fprintf(stderr, "%-8s rows %4zu  %7.2f GB/s (%3.0f%% of median bandwidth)  %7.1f GFLOP/s\n", name.c_str(),

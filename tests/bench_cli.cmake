@@ -28,3 +28,16 @@ add_test(NAME bench_cli_missing_model
          COMMAND sh -c "\"$0\" bench -m \"$1\" 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kipp> ${KIPP_MODELS}/no-such-model.gguf)
 set_tests_properties(bench_cli_missing_model PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                      "^kipp: error: .*no-such-model.gguf.*\nexit=2\n$")
+
+# bench/kernel_bench: a small run prints a result per type and row count; bad options are one
+# clear error. (Built with the benchmarks, which the test build includes by default.)
+if(KIPP_BUILD_BENCH)
+  add_test(NAME kernel_bench_small
+           COMMAND kernel_bench --types bf16,q8_0,affine4 --rows 1,8 --outputs 64 --cols 256 --mib 4 --passes 1)
+  set_tests_properties(kernel_bench_small PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
+                       "\"type\": \"affine4\".*\"weight_gb_per_second\"")
+  add_test(NAME kernel_bench_bad_type
+           COMMAND sh -c "\"$0\" --types q5 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kernel_bench>)
+  set_tests_properties(kernel_bench_bad_type PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                       "^kernel_bench: unknown weight type 'q5' \\(bf16, q8_0 or affine4\\)\nexit=1\n$")
+endif()
