@@ -211,8 +211,9 @@ struct StoredPanels {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(p, b) + 32)));
   }
   KIPP_AVX512 void fetch_ahead(int p, size_t b) const {
-    const uint8_t* block = at(p, b + 8);
-    for (size_t line = 0; line < block_bytes; line += 64) _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T1);
+    const uint8_t* block = at(p, b + kFetchAheadBlocks);
+    for (size_t line = 0; line < block_bytes; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T1);
   }
   KIPP_AVX512 __m512i codes(int p, size_t b, int g) const {
     if constexpr (!Affine) return _mm512_loadu_si512(at(p, b) + 32 + 64 * g);
