@@ -161,11 +161,11 @@ class CpuBackend final : public Backend {
   // product rearranges them per call; the file's pages of those tensors are dropped after (they
   // are read again only if something else reads them), so resident memory does not double.
   Status pack_weights() {
-    if (kernels_.pack_weights == nullptr) return ok_status();
+    if (kernels_.packs_weights == nullptr) return ok_status();
     std::vector<WeightMatrix*> matrices;
     for (PreparedLayer& layer : layers_)
       for (WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
-        matrices.push_back(w);
+        if (kernels_.packs_weights(*w)) matrices.push_back(w);
     std::vector<PackedBytes> packed(matrices.size());
     std::atomic<bool> out_of_memory{false};
     pool_.parallel_for(matrices.size(), [&](size_t, size_t begin, size_t end) {
@@ -177,7 +177,7 @@ class CpuBackend final : public Backend {
           out_of_memory = true;
           continue;
         }
-        if (!kernels_.pack_weights(w, buffer.get())) continue;
+        kernels_.pack_weights(w, buffer.get());
         drop_mapped_pages({w.data, bytes});
         w.data = buffer.get();
         w.panels = true;

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/matmul_avx512.h"
+#include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/cpu/portable_ops.h"
 
 namespace kipp::kernels {
@@ -24,7 +25,8 @@ constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &port
 constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_input,
                               &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
                               &portable::rope,     &avx512::attention_rows, &portable::swiglu,
-                              &portable::add,      &portable::store_bf16, &avx512::pack_weights};
+                              &portable::add,      &portable::store_bf16, &avx512::stores_panels,
+                              &avx512::pack_weights};
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};

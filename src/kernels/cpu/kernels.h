@@ -22,9 +22,11 @@ struct KernelTable {
   decltype(&ref::swiglu) swiglu;
   decltype(&ref::add) add;
   decltype(&ref::store_bf16) store_bf16;
-  // Rearranges w's bytes (rows * row_bytes) into `out` the way this table's matmul reads them
-  // fastest, and returns true; false (out untouched) when w is best read as stored. Null when
-  // the table reads every matrix as stored.
+  // Whether this table's matmul reads w fastest rearranged by pack_weights; null when the table
+  // reads every matrix as stored.
+  bool (*packs_weights)(const WeightMatrix& w) = nullptr;
+  // Rearranges w's bytes (rows * row_bytes) into `out` that way, and returns true; false (out
+  // untouched) when w is best read as stored.
   bool (*pack_weights)(const WeightMatrix& w, uint8_t* out) = nullptr;
 };
 

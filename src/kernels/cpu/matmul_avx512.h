@@ -16,8 +16,8 @@ bool supported();
 // Q4_1 go to quantized_matmul (matmul_int8_avx512.h), which equals the reference bit for bit.
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 
-// KernelTable::pack_weights: Q8_0 and Q4_1 matrices of whole 16-row panels are stored packed
-// (pack_quantized_panels), so no product packs them again.
+// KernelTable::pack_weights: Q8_0 and Q4_1 matrices of whole 16-row panels (stores_panels,
+// matmul_int8_avx512.h) are stored packed, so no product packs them again.
 bool pack_weights(const WeightMatrix& w, uint8_t* out);
 
 }  // namespace kipp::kernels::avx512

@@ -17,8 +17,6 @@
 
 #define KIPP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
 
-
-
 namespace kipp::kernels::avx512 {
 namespace {
 
@@ -98,44 +96,6 @@ KIPP_AVX512 inline void transpose_rows(const __m512i (&z)[8], Vector* out) {
   }
 }
 
-// Offsets of 16 consecutive weight rows, for gathering one 32-bit word of each.
-KIPP_AVX512 inline __m512i row_offsets(const WeightMatrix& w) {
-  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                            _mm512_set1_epi32(static_cast<int>(w.row_bytes)));
-}
-
-// The weight scales d (and for affine4 the minimums) of one block of 16 rows, as FP32: the first
-// 32 bits of each block hold the scale, and for affine4 the minimum above it.
-struct BlockHeads {
-  __m512 scales, mins;
-};
-KIPP_AVX512 inline BlockHeads block_heads(const uint8_t* first_row_block, __m512i offsets, __mmask16 present,
-                                          bool affine) {
-  const __m512i heads = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, offsets, first_row_block, 1);
-  return {_mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads)),
-          affine ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))) : _mm512_setzero_ps()};
-}
-
-// The rows of a group of 16 are one contiguous range, read block by block as 16 interleaved
-// streams, which the hardware prefetchers do not follow: the group in the same place of the next
-// pair (32 rows on) is fetched ahead as one sequential range, a block's share of it per block,
-// into L2 (into L1 it would evict the panel being built). A whole pair's work hides it; the very
-// next group was measured 10-15% slower to decode.
-struct Lookahead {
-  const uint8_t* begin;
-  const uint8_t* end;
-  size_t step;  // bytes per block
-  KIPP_AVX512 void fetch(size_t block) const {
-    for (const uint8_t* line = begin + block * step; line < begin + (block + 1) * step && line < end; line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
-  }
-};
-inline Lookahead lookahead(const WeightMatrix& w, size_t first, size_t block_bytes) {
-  const size_t ahead = std::min(w.rows, first + kMaxPanels * kPanelOutputs);
-  return {w.data + ahead * w.row_bytes, w.data + std::min(w.rows, ahead + kPanelOutputs) * w.row_bytes,
-          kPanelOutputs * block_bytes};
-}
-
 // Packs weight rows [first, first + count) of w, count <= 16.
 KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, bool affine, Panel& panel) {
   static const uint8_t kZeroBlock[sizeof(BlockQ8_0)] = {};
@@ -144,12 +104,22 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
   const uint8_t* rows[kPanelOutputs];
   for (size_t j = 0; j < kPanelOutputs; ++j) rows[j] = j < count ? w.data + (first + j) * w.row_bytes : nullptr;
   const __mmask16 present = static_cast<__mmask16>((1u << count) - 1);
-  const __m512i offsets = row_offsets(w);
-  const Lookahead next = lookahead(w, first, shape.block_bytes);
+  const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                                 _mm512_set1_epi32(static_cast<int>(w.row_bytes)));
+  const size_t ahead = std::min(w.rows, first + kMaxPanels * kPanelOutputs);
+  const uint8_t* next = w.data + ahead * w.row_bytes;
+  const uint8_t* next_end = w.data + std::min(w.rows, ahead + kPanelOutputs) * w.row_bytes;
+  const size_t step = kPanelOutputs * shape.block_bytes;
   for (size_t b = 0; b < blocks; ++b) {
     const size_t at = b * shape.block_bytes;
     const auto codes = [&](size_t j) { return rows[j] != nullptr ? rows[j] + at + shape.codes_offset : kZeroBlock; };
-    next.fetch(b);
+    // The panel's rows are one contiguous range, read here as 16 interleaved streams, which the
+    // hardware prefetchers do not follow: the panel in the same place of the next pair is
+    // fetched ahead as one sequential range, a block's share of it per block, into L2 (into L1
+    // it would evict the panel being built). A whole pair's packing and products hide it; the
+    // very next panel was measured 10-15% slower to decode.
+    for (const uint8_t* line = next + b * step; line < next + (b + 1) * step && line < next_end; line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
     __m512i z[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
@@ -157,9 +127,11 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
       z[j] = codes_pair(codes(low), codes(low + 4), affine);
     }
     transpose_rows(z, panel.codes.data() + b * kGroups);
-    const BlockHeads heads = block_heads(w.data + first * w.row_bytes + at, offsets, present, affine);
-    _mm512_store_ps(panel.scales.data() + b, heads.scales);
-    if (affine) _mm512_store_ps(panel.mins.data() + b, heads.mins);
+    // The first 32 bits of each block: the scale (and for affine4 the minimum above it).
+    const __m512i heads =
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets, w.data + first * w.row_bytes + at, 1);
+    _mm512_store_ps(panel.scales.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads)));
+    if (affine) _mm512_store_ps(panel.mins.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
   }
 }
 
