@@ -351,7 +351,7 @@ struct HttpServer::Impl {
       if (!is_token(name))
         return refuse(api_error(400, "malformed header line '" + name + ":' (a header name is a token, with no spaces)",
                                 "invalid_request_error", "bad_header"));
-    const int length_status = content_length_status(req, uint64_t{options.max_body_kib} * 1024);
+    const int length_status = content_length_status(req, drain_limit_bytes());
     if (length_status == 400)
       return refuse(api_error(400, "malformed Content-Length (one decimal number expected)", "invalid_request_error",
                               "bad_content_length"));
@@ -383,6 +383,22 @@ struct HttpServer::Impl {
     return httplib::Server::HandlerResponse::Unhandled;
   }
 
+  uint64_t max_body_bytes() const { return uint64_t{options.max_body_kib} * 1024; }
+
+  // A body over the limit but within this is read and dropped before the 413 goes out: a client
+  // still writing it when the server closes the connection gets a reset, not the response. A
+  // larger announcement is refused from the headers alone.
+  uint64_t drain_limit_bytes() const { return 4 * max_body_bytes(); }
+
+  // A route's handler, behind the body limit: bodies up to drain_limit_bytes() are read in full.
+  template <typename Handler>
+  auto limited(Handler handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      if (req.body.size() > max_body_bytes()) return send_error(res, body_too_large());
+      handler(req, res);
+    };
+  }
+
   ApiError body_too_large() const {
     return api_error(413, "the request body is larger than " + std::to_string(options.max_body_kib) +
                               " KiB (--max-body-kib)",
@@ -393,7 +409,7 @@ struct HttpServer::Impl {
     server.set_socket_options(apply_socket_options);
     const size_t threads = size_t{scheduler.max_batch()} + options.scheduler.max_queue + 8;
     server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server.set_payload_max_length(size_t{options.max_body_kib} * 1024);
+    server.set_payload_max_length(drain_limit_bytes());
     server.set_read_timeout(options.read_timeout_s, 0);
     server.set_write_timeout(options.write_timeout_s, 0);
     server.set_keep_alive_timeout(5);
@@ -427,23 +443,25 @@ struct HttpServer::Impl {
         ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port).shutdown();
     });
 
-    server.Get("/health", [](const httplib::Request&, httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); });
-    server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    server.Get("/health", limited([](const httplib::Request&, httplib::Response& res) {
+      send_json(res, 200, {{"status", "ok"}});
+    }));
+    server.Get("/metrics", limited([this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-    });
-    server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    }));
+    server.Get("/v1/models", limited([this](const httplib::Request&, httplib::Response& res) {
       json data = json::array();
       for (const std::string& name : options.served_names)
         data.push_back({{"id", name}, {"object", "model"}, {"created", started}, {"owned_by", "kipp"},
                         {"meta", {{"n_ctx", scheduler.context()}, {"n_vocab", prompt_context.vocab_size}}}});
       send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
-    });
-    server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post("/v1/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
       generate(Endpoint::Completions, req, res);
-    });
-    server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    }));
+    server.Post("/v1/chat/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
       generate(Endpoint::ChatCompletions, req, res);
-    });
+    }));
   }
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
