@@ -105,6 +105,13 @@ def main():
         check(close(p["flops"], flops), f"prefill[{L}].flops {p['flops']} != {flops}")
         check(close(p["flops_per_second"], flops * p["tokens_per_second"]["median"] / L), f"prefill[{L}].flops_per_second")
         check(close(p["fraction_of_peak"], p["flops_per_second"] / p["peak_flops_per_second"]), f"prefill[{L}].fraction_of_peak")
+        # The peak is that of the instruction the kernel table multiplies the projections with.
+        bf16_kind = "amx_bf16" if doc["engine"]["kernels"] == "avx512-amx-bf16" else "bf16_dot"
+        wanted = {"bf16": bf16_kind, "q8_0": "int8_dot", "q4_1": "int8_dot"}.get(doc["model"]["projection_dtype"], "fp32_fma")
+        if wanted not in peaks:
+            wanted = "fp32_fma"
+        check(p["peak_kind"] == wanted, f"prefill[{L}].peak_kind {p['peak_kind']} != {wanted}")
+        check(close(p["peak_flops_per_second"], peaks[wanted]["flops_per_second"]), f"prefill[{L}].peak_flops_per_second")
 
     # Decode: every weight once per token (projections in their scheme, norms F32, the BF16
     # head, one BF16 embedding row) plus K/V of all layers at the run's mean context.

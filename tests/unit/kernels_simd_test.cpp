@@ -107,8 +107,9 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
 }
 
 // Tables with their own weight layout (KernelTable::pack_weights): packed matrices give the
-// reference's products (bit for bit where the stored ones do), whole panels cut off the front
-// give the same bits, and matrices the table reads as stored are left alone.
+// reference's products (bit for bit where the stored ones do), each row alone and whole panels
+// cut off the front give the same bits, and matrices the table reads as stored are left alone.
+// Row counts cover whole and partial tiles of 16 and 32 rows, output counts several passes.
 TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
   std::mt19937 rng(131);
   size_t packed_count = 0;
@@ -116,8 +117,8 @@ TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
     if (table->pack_weights == nullptr) continue;
     for (GgmlType type : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1})
       for (size_t cols : {32, 96, 1024})
-        for (size_t rows : {1, 2, 7, 13})
-          for (size_t outputs : {13, 16, 48, 64}) {
+        for (size_t rows : {1, 2, 7, 13, 16, 33, 40})
+          for (size_t outputs : {13, 16, 48, 64, 160}) {
             SCOPED_TRACE(std::string(table->name) + " " + std::string(kipp::ggml_type_name(type)) + " cols " +
                          std::to_string(cols) + " rows " + std::to_string(rows) + " outputs " +
                          std::to_string(outputs));
@@ -130,7 +131,6 @@ TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
               continue;
             }
             ++packed_count;
-            EXPECT_NE(type, GgmlType::BF16);
             EXPECT_EQ(outputs % 16, 0u);
             kipp::kernels::WeightMatrix w = m.w;
             w.data = packed.data();
@@ -138,8 +138,23 @@ TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
             std::vector<float> expected(rows * outputs), got(rows * outputs, NAN);
             ref::matmul(m.w, x.in, expected.data(), outputs);
             table->matmul(w, x.in, got.data(), outputs);
-            for (size_t i = 0; i < got.size(); ++i)
-              ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected[i])) << "element " << i;
+            for (size_t r = 0; r < rows; ++r)
+              for (size_t o = 0; o < outputs; ++o) {
+                const size_t i = r * outputs + o;
+                if (type == GgmlType::BF16)
+                  ASSERT_NEAR(got[i], expected[i], kSimdTolerance * kipp::testing::exact_product(m, x, o, r).magnitude)
+                      << "row " << r << " output " << o;
+                else
+                  ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(expected[i]))
+                      << "row " << r << " output " << o;
+              }
+            for (size_t r = 0; r < rows; ++r) {
+              std::vector<float> alone(outputs);
+              table->matmul(w, single_row(x.in, r), alone.data(), outputs);
+              for (size_t o = 0; o < outputs; ++o)
+                ASSERT_EQ(std::bit_cast<uint32_t>(alone[o]), std::bit_cast<uint32_t>(got[r * outputs + o]))
+                    << "row " << r << " output " << o << " computed alone";
+            }
             kipp::kernels::WeightMatrix tail = w;
             tail.data += 16 * w.row_bytes;
             tail.rows -= 16;

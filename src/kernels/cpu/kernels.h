@@ -28,6 +28,8 @@ struct KernelTable {
   // Rearranges w's bytes (rows * row_bytes) into `out` that way, and returns true; false (out
   // untouched) when w is best read as stored.
   bool (*pack_weights)(const WeightMatrix& w, uint8_t* out) = nullptr;
+  // Whether this table's BF16 products run on AMX tiles (the peak `kipp bench` holds them to).
+  bool bf16_on_tiles = false;
 };
 
 // The table in use: KIPP_KERNELS names one of available_kernel_tables() (an unknown or

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/matmul_amx.h"
 
 namespace kipp::kernels {
 namespace {
@@ -198,6 +199,40 @@ __attribute__((target("avx512f,avx512vnni"))) void int8_dot_zmm(uint64_t iterati
   *sink = static_cast<float>(sum);
 }
 
+// Four independent 16 x 16 FP32 accumulator tiles, each TDPBF16PS 16 x 16 x 32 products.
+struct alignas(64) AmxProbeConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16};
+};
+constexpr double kAmxBf16PerIteration = 4.0 * 16 * 16 * 32;
+
+__attribute__((target("amx-tile,amx-bf16"))) void amx_bf16_tiles(uint64_t iterations, volatile float* sink) {
+  static const AmxProbeConfig config;
+  alignas(64) uint16_t operand[16 * 32];
+  std::fill(std::begin(operand), std::end(operand), uint16_t{0x3f80});  // 1.0
+  alignas(64) float result[16 * 16];
+  _tile_loadconfig(&config);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (uint64_t i = 0; i < iterations; ++i) {
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_dpbf16ps(1, 4, 5);
+    _tile_dpbf16ps(2, 4, 5);
+    _tile_dpbf16ps(3, 4, 5);
+  }
+  _tile_stored(0, result, 64);
+  _tile_release();
+  asm volatile("" ::: "memory");
+  *sink = result[0];
+}
+
 struct Probe {
   MultiplyAddKind kind;
   const char* instruction;
@@ -217,6 +252,8 @@ std::vector<Probe> available_probes() {
     probes.push_back({MultiplyAddKind::Bf16Dot, "vdpbf16ps zmm", bf16_dot_zmm, kBf16PerIteration});
   if (__builtin_cpu_supports("avx512vnni"))
     probes.push_back({MultiplyAddKind::Int8Dot, "vpdpbusd zmm", int8_dot_zmm, kInt8PerIteration});
+  if (amx::supported())
+    probes.push_back({MultiplyAddKind::AmxBf16, "tdpbf16ps tmm", amx_bf16_tiles, kAmxBf16PerIteration});
   return probes;
 }
 
@@ -307,6 +344,7 @@ std::string_view multiply_add_kind_name(MultiplyAddKind kind) {
     case MultiplyAddKind::Fp32Fma: return "fp32_fma";
     case MultiplyAddKind::Bf16Dot: return "bf16_dot";
     case MultiplyAddKind::Int8Dot: return "int8_dot";
+    case MultiplyAddKind::AmxBf16: return "amx_bf16";
   }
   return "unknown";
 }

@@ -1,0 +1,193 @@
+#include "kernels/cpu/matmul_amx.h"
+
+#include <cpuid.h>
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/matmul_avx512.h"
+#include "kernels/cpu/matmul_int8_avx512.h"
+
+#define KIPP_AMX __attribute__((target("amx-tile,amx-bf16")))
+
+namespace kipp::kernels::amx {
+namespace {
+
+constexpr size_t kTileRows = 16;       // input rows, and outputs, per tile
+constexpr size_t kBlockColumns = 32;   // BF16 columns per tile product
+constexpr size_t kTileBytes = 1024;    // 16 rows of 64 bytes
+// Output panels per pass over the input rows: 128 outputs x up to 3072 columns of weights stay
+// in L2 while every row tile streams past them, so the weights are read from memory once.
+constexpr size_t kPanelsPerPass = 8;
+
+// Linux's arch_prctl request for the AMX tile data state (asm/prctl.h, XFEATURE_XTILEDATA).
+constexpr int kRequestPermission = 0x1023;
+constexpr int kTileDataFeature = 18;
+
+// The tile registers' shapes (palette 1): C0..C3 16 x 16 FP32 accumulators (C0, C1: input rows
+// 0-15 x two output panels; C2, C3: rows 16-31), A4, A5 16 rows x 32 BF16 inputs, B6, B7 16
+// column pairs x 16 outputs of weights. Every tile is 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+constexpr TileConfig make_config() {
+  TileConfig config;
+  for (int tile = 0; tile < 8; ++tile) {
+    config.bytes_per_row[tile] = 64;
+    config.rows[tile] = kTileRows;
+  }
+  return config;
+}
+
+// The compiler does not see the tile instructions' memory accesses.
+inline void memory_barrier() { asm volatile("" ::: "memory"); }
+
+// A tile product's operands: up to two groups of 16 input rows and two panels of 16 outputs.
+struct Operands {
+  const uint16_t* rows[2];   // each group's first row, column 0
+  size_t row_stride_bytes[2];
+  const uint16_t* panels[2];  // each panel's first tile
+  float* out[2][2];          // [group][panel]: where the 16 x 16 results go
+  size_t out_stride_bytes[2];
+  size_t blocks;
+};
+
+template <bool TwoGroups, bool TwoPanels>
+KIPP_AMX void tile_products(const Operands& op) {
+  _tile_zero(0);
+  if constexpr (TwoPanels) _tile_zero(1);
+  if constexpr (TwoGroups) _tile_zero(2);
+  if constexpr (TwoGroups && TwoPanels) _tile_zero(3);
+  for (size_t b = 0; b < op.blocks; ++b) {
+    _tile_loadd(4, op.rows[0] + b * kBlockColumns, op.row_stride_bytes[0]);
+    if constexpr (TwoGroups) _tile_loadd(5, op.rows[1] + b * kBlockColumns, op.row_stride_bytes[1]);
+    _tile_loadd(6, op.panels[0] + b * (kTileBytes / 2), 64);
+    if constexpr (TwoPanels) _tile_loadd(7, op.panels[1] + b * (kTileBytes / 2), 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (TwoPanels) _tile_dpbf16ps(1, 4, 7);
+    if constexpr (TwoGroups) _tile_dpbf16ps(2, 5, 6);
+    if constexpr (TwoGroups && TwoPanels) _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, op.out[0][0], op.out_stride_bytes[0]);
+  if constexpr (TwoPanels) _tile_stored(1, op.out[0][1], op.out_stride_bytes[0]);
+  if constexpr (TwoGroups) _tile_stored(2, op.out[1][0], op.out_stride_bytes[1]);
+  if constexpr (TwoGroups && TwoPanels) _tile_stored(3, op.out[1][1], op.out_stride_bytes[1]);
+  memory_barrier();
+}
+
+using TileProducts = void (*)(const Operands&);
+constexpr TileProducts kTileProducts[2][2] = {{&tile_products<false, false>, &tile_products<false, true>},
+                                              {&tile_products<true, false>, &tile_products<true, true>}};
+
+// A group of fewer than 16 input rows is multiplied as 16, the rest zero, and only its own rows'
+// results are kept: each row's results are the same bits whatever rows share its tile.
+struct PartialGroup {
+  std::vector<uint16_t> inputs;  // 16 x cols
+  float results[2][kTileRows * kTileRows];
+};
+
+KIPP_AMX void packed_bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  static constexpr TileConfig kConfig = make_config();
+  thread_local PartialGroup partial;
+  const size_t cols = in.cols, blocks = cols / kBlockColumns, panels = w.rows / kTileRows;
+  const size_t panel_elements = kTileRows * cols;
+  const auto* weights = reinterpret_cast<const uint16_t*>(w.data);
+  _tile_loadconfig(&kConfig);
+  for (size_t pass = 0; pass < panels; pass += kPanelsPerPass) {
+    const size_t pass_end = std::min(panels, pass + kPanelsPerPass);
+    for (size_t row = 0; row < in.rows; row += 2 * kTileRows) {
+      Operands op{};
+      op.blocks = blocks;
+      const size_t groups = in.rows - row > kTileRows ? 2 : 1;
+      size_t partial_group = 2;  // none
+      for (size_t g = 0; g < groups; ++g) {
+        const size_t first = row + g * kTileRows, count = std::min(kTileRows, in.rows - first);
+        if (count == kTileRows) {
+          op.rows[g] = in.bf16 + first * cols;
+          op.row_stride_bytes[g] = cols * sizeof(uint16_t);
+          op.out_stride_bytes[g] = out_stride * sizeof(float);
+          continue;
+        }
+        partial_group = g;
+        partial.inputs.assign(kTileRows * cols, 0);
+        std::copy(in.bf16 + first * cols, in.bf16 + (first + count) * cols, partial.inputs.begin());
+        op.rows[g] = partial.inputs.data();
+        op.row_stride_bytes[g] = cols * sizeof(uint16_t);
+        op.out_stride_bytes[g] = kTileRows * sizeof(float);
+      }
+      memory_barrier();
+      for (size_t p = pass; p < pass_end; p += 2) {
+        const size_t panel_count = std::min<size_t>(2, pass_end - p);
+        for (size_t i = 0; i < panel_count; ++i) {
+          op.panels[i] = weights + (p + i) * panel_elements;
+          for (size_t g = 0; g < groups; ++g)
+            op.out[g][i] = g == partial_group ? partial.results[i]
+                                              : out + (row + g * kTileRows) * out_stride + (p + i) * kTileRows;
+        }
+        kTileProducts[groups - 1][panel_count - 1](op);
+        if (partial_group < groups) {
+          const size_t first = row + partial_group * kTileRows, count = in.rows - first;
+          for (size_t i = 0; i < panel_count; ++i)
+            for (size_t r = 0; r < count; ++r)
+              std::memcpy(out + (first + r) * out_stride + (p + i) * kTileRows, partial.results[i] + r * kTileRows,
+                          kTileRows * sizeof(float));
+        }
+      }
+    }
+  }
+  _tile_release();
+}
+
+bool cpu_has_amx_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24;
+  return (edx & kAmxBf16) != 0 && (edx & kAmxTile) != 0;
+}
+
+}  // namespace
+
+bool supported() {
+  static const bool usable = avx512::supported() && cpu_has_amx_bf16() &&
+                             syscall(SYS_arch_prctl, kRequestPermission, kTileDataFeature) == 0;
+  return usable;
+}
+
+bool stores_tiles(const WeightMatrix& w) {
+  return w.type == GgmlType::BF16 && w.rows % kTileRows == 0 && w.rows > 0 && w.cols % kBlockColumns == 0;
+}
+
+bool packs_weights(const WeightMatrix& w) { return stores_tiles(w) || avx512::stores_panels(w); }
+
+// Tile (panel p, block b) holds, in row k (k < 16), output n's columns 32b + 2k and 32b + 2k + 1
+// at bytes 4n..4n+3: the pairs TDPBF16PS multiplies by input row m's same two columns.
+bool pack_weights(const WeightMatrix& w, uint8_t* out) {
+  if (!stores_tiles(w)) return avx512::pack_weights(w, out);
+  const size_t pairs_per_row = w.cols / 2, blocks = w.cols / kBlockColumns;
+  for (size_t panel = 0; panel < w.rows / kTileRows; ++panel)
+    for (size_t b = 0; b < blocks; ++b) {
+      uint8_t* tile = out + (panel * blocks + b) * kTileBytes;
+      for (size_t k = 0; k < kTileRows; ++k)
+        for (size_t n = 0; n < kTileRows; ++n) {
+          const size_t pair = (panel * kTileRows + n) * pairs_per_row + b * kTileRows + k;
+          std::memcpy(tile + (k * kTileRows + n) * 4, w.data + pair * 4, 4);
+        }
+    }
+  return true;
+}
+
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  if (w.type == GgmlType::BF16 && w.panels) return packed_bf16_matmul(w, in, out, out_stride);
+  avx512::matmul(w, in, out, out_stride);
+}
+
+}  // namespace kipp::kernels::amx

@@ -1,0 +1,30 @@
+// BF16 matrix products on Intel AMX (Sapphire Rapids and later): TDPBF16PS multiplies a tile
+// of 16 input rows x 32 columns by a tile of 32 columns x 16 outputs in one instruction, about
+// 30x the rate of VDPBF16PS on the same core. Weights are arranged once at load time into the
+// tiles the instruction reads; every other product goes to the AVX-512 kernels.
+#pragma once
+
+#include "kernels/matmul_input.h"
+#include "kernels/weights.h"
+
+namespace kipp::kernels::amx {
+
+// Whether this CPU has AMX-BF16 and the kernel lets this process use the tile registers (Linux
+// grants them on request, once per process; the request is made here).
+bool supported();
+
+// Whether pack_bf16_tiles takes w: BF16 with whole panels of 16 rows and whole 32-column blocks.
+bool stores_tiles(const WeightMatrix& w);
+
+// KernelTable::packs_weights / pack_weights: BF16 matrices as tiles (stores_tiles), Q8_0 and
+// affine4 as the AVX-512 kernels' panels.
+bool packs_weights(const WeightMatrix& w);
+bool pack_weights(const WeightMatrix& w, uint8_t* out);
+
+// ref::matmul's contract. BF16 weights packed by pack_weights: per output, one FP32 accumulator
+// that every 32-column block adds its 16 pair products to, in column order, whatever the number
+// of rows or outputs computed together (rows are zero-padded to whole tiles). Everything else:
+// avx512::matmul.
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
+
+}  // namespace kipp::kernels::amx
