@@ -155,6 +155,14 @@ TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
                 ASSERT_EQ(std::bit_cast<uint32_t>(alone[o]), std::bit_cast<uint32_t>(got[r * outputs + o]))
                     << "row " << r << " output " << o << " computed alone";
             }
+            if (type == GgmlType::BF16) {  // packed BF16 rows read back as stored (KernelTable::dequantize_row)
+              std::vector<float> stored_row(cols), packed_row(cols);
+              for (size_t o = 0; o < outputs; ++o) {
+                ref::dequantize_row(m.w, o, stored_row.data());
+                table->dequantize_row(w, o, packed_row.data());
+                ASSERT_EQ(packed_row, stored_row) << "row " << o << " of the packed matrix";
+              }
+            }
             kipp::kernels::WeightMatrix tail = w;
             tail.data += 16 * w.row_bytes;
             tail.rows -= 16;

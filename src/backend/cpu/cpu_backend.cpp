@@ -157,12 +157,16 @@ class CpuBackend final : public Backend {
     size_t rows;
   };
 
-  // The layers' projections in the kernel table's own arrangement, made once here so that no
-  // product rearranges them per call; the file's pages of those tensors are dropped after (they
-  // are read again only if something else reads them), so resident memory does not double.
+  // The layers' projections and the output head in the kernel table's own arrangement, made
+  // once here so that no product rearranges them per call; the file's pages of those tensors are
+  // dropped after (they are read again only if something else reads them), so resident memory
+  // does not double. A tied BF16 head, packed, serves the embedding's lookups too.
   Status pack_weights() {
     if (kernels_.packs_weights == nullptr) return ok_status();
+    const bool tied = embedding_.data == head_.data && embedding_.type == head_.type &&
+                      embedding_.rows == head_.rows && embedding_.cols == head_.cols;
     std::vector<WeightMatrix*> matrices;
+    if (kernels_.packs_weights(head_)) matrices.push_back(&head_);
     for (PreparedLayer& layer : layers_)
       for (WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
         if (kernels_.packs_weights(*w)) matrices.push_back(w);
@@ -187,6 +191,7 @@ class CpuBackend final : public Backend {
     for (PackedBytes& buffer : packed)
       if (buffer != nullptr) packed_weights_.push_back(std::move(buffer));
     if (out_of_memory) return make_error("cpu backend: out of memory while arranging the weights for the kernels");
+    if (tied && head_.panels && head_.type == GgmlType::BF16) embedding_ = head_;
     return ok_status();
   }
 

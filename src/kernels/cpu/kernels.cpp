@@ -30,7 +30,7 @@ constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portab
                               &avx512::pack_weights};
 
 // The AVX-512 table with BF16 projections on AMX tiles.
-constexpr KernelTable kAmx{"avx512-amx-bf16",   &ref::dequantize_row, &portable::prepare_input,
+constexpr KernelTable kAmx{"avx512-amx-bf16",   &amx::dequantize_row, &portable::prepare_input,
                            &amx::matmul,        &portable::rms_norm,  &ref::rope_angles,
                            &portable::rope,     &avx512::attention_rows, &portable::swiglu,
                            &portable::add,      &portable::store_bf16, &amx::packs_weights,

@@ -12,6 +12,8 @@ namespace kipp::kernels {
 
 struct KernelTable {
   const char* name;
+  // Reads w as stored and, for BF16 matrices, as this table's pack_weights arranged them (a tied
+  // output head, packed, serves the token embedding's lookups too).
   decltype(&ref::dequantize_row) dequantize_row;
   decltype(&ref::prepare_input) prepare_input;
   decltype(&ref::matmul) matmul;

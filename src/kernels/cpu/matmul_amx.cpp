@@ -9,8 +9,10 @@
 #include <cstring>
 #include <vector>
 
+#include "core/half.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
+#include "kernels/ref/ops.h"
 
 #define KIPP_AMX __attribute__((target("amx-tile,amx-bf16")))
 
@@ -88,11 +90,28 @@ using TileProducts = void (*)(const Operands&);
 constexpr TileProducts kTileProducts[2][2] = {{&tile_products<false, false>, &tile_products<false, true>},
                                               {&tile_products<true, false>, &tile_products<true, true>}};
 
-// A group of fewer than 16 input rows is multiplied as 16, the rest zero, and only its own rows'
-// results are kept: each row's results are the same bits whatever rows share its tile.
-struct PartialGroup {
-  std::vector<uint16_t> inputs;  // 16 x cols
+// A group of fewer than 16 input rows is multiplied as 16 and only its own rows' results are
+// kept. A tile row's results depend on that row's inputs alone (and tile products raise no
+// floating-point exceptions), so the other rows may hold whatever earlier calls left there: a
+// decoding step copies its one row, and each row's results are the same bits whatever shares
+// its tile.
+class PartialGroup {
+ public:
+  // The group's first row; rows are row_stride() elements apart.
+  const uint16_t* fill(const uint16_t* rows, size_t count, size_t cols) {
+    if (cols > stride_) {
+      stride_ = cols;
+      inputs_.assign(kTileRows * stride_, 0);
+    }
+    for (size_t r = 0; r < count; ++r) std::copy_n(rows + r * cols, cols, inputs_.begin() + r * stride_);
+    return inputs_.data();
+  }
+  size_t row_stride() const { return stride_; }
   float results[2][kTileRows * kTileRows];
+
+ private:
+  std::vector<uint16_t> inputs_;  // 16 rows of stride_ elements
+  size_t stride_ = 0;
 };
 
 KIPP_AMX void packed_bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
@@ -118,10 +137,8 @@ KIPP_AMX void packed_bf16_matmul(const WeightMatrix& w, const PreparedInput& in,
           continue;
         }
         partial_group = g;
-        partial.inputs.assign(kTileRows * cols, 0);
-        std::copy(in.bf16 + first * cols, in.bf16 + (first + count) * cols, partial.inputs.begin());
-        op.rows[g] = partial.inputs.data();
-        op.row_stride_bytes[g] = cols * sizeof(uint16_t);
+        op.rows[g] = partial.fill(in.bf16 + first * cols, count, cols);
+        op.row_stride_bytes[g] = partial.row_stride() * sizeof(uint16_t);
         op.out_stride_bytes[g] = kTileRows * sizeof(float);
       }
       memory_barrier();
@@ -183,6 +200,19 @@ bool pack_weights(const WeightMatrix& w, uint8_t* out) {
         }
     }
   return true;
+}
+
+void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
+  if (w.type != GgmlType::BF16 || !w.panels) return ref::dequantize_row(w, row, out);
+  const size_t blocks = w.cols / kBlockColumns, n = row % kTileRows;
+  const uint8_t* panel = w.data + (row / kTileRows) * blocks * kTileBytes;
+  for (size_t b = 0; b < blocks; ++b)
+    for (size_t k = 0; k < kTileRows; ++k) {
+      uint16_t pair[2];
+      std::memcpy(pair, panel + b * kTileBytes + (k * kTileRows + n) * 4, 4);
+      out[b * kBlockColumns + 2 * k] = bf16_to_f32(pair[0]);
+      out[b * kBlockColumns + 2 * k + 1] = bf16_to_f32(pair[1]);
+    }
 }
 
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {

@@ -21,6 +21,10 @@ bool stores_tiles(const WeightMatrix& w);
 bool packs_weights(const WeightMatrix& w);
 bool pack_weights(const WeightMatrix& w, uint8_t* out);
 
+// ref::dequantize_row's contract, reading BF16 matrices packed by pack_weights too (a tied
+// output head, packed, is also the token embedding).
+void dequantize_row(const WeightMatrix& w, size_t row, float* out);
+
 // ref::matmul's contract. BF16 weights packed by pack_weights: per output, one FP32 accumulator
 // that every 32-column block adds its 16 pair products to, in column order, whatever the number
 // of rows or outputs computed together (rows are zero-padded to whole tiles). Everything else:
