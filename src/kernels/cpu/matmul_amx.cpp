@@ -14,7 +14,7 @@
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/ref/ops.h"
 
-#define KIPP_AMX __attribute__((target("amx-tile,amx-bf16")))
+#define KIPP_AMX __attribute__((target("amx-tile,amx-bf16,sse")))
 
 namespace kipp::kernels::amx {
 namespace {
@@ -25,6 +25,7 @@ constexpr size_t kTileBytes = 1024;    // 16 rows of 64 bytes
 // Output panels per pass over the input rows: 128 outputs x up to 3072 columns of weights stay
 // in L2 while every row tile streams past them, so the weights are read from memory once.
 constexpr size_t kPanelsPerPass = 8;
+constexpr size_t kFetchAheadBlocks = 4;
 
 // Linux's arch_prctl request for the AMX tile data state (asm/prctl.h, XFEATURE_XTILEDATA).
 constexpr int kRequestPermission = 0x1023;
@@ -70,6 +71,15 @@ KIPP_AMX void tile_products(const Operands& op) {
   if constexpr (TwoGroups) _tile_zero(2);
   if constexpr (TwoGroups && TwoPanels) _tile_zero(3);
   for (size_t b = 0; b < op.blocks; ++b) {
+    // One group of rows (decoding) streams the weights from memory: fetch them ahead into L2.
+    if constexpr (!TwoGroups)
+      if (b + kFetchAheadBlocks < op.blocks)
+        for (size_t i = 0; i < (TwoPanels ? 2 : 1); ++i)
+#pragma GCC unroll 16
+          for (size_t line = 0; line < kTileBytes / 64; ++line)
+            _mm_prefetch(reinterpret_cast<const char*>(op.panels[i] + (b + kFetchAheadBlocks) * (kTileBytes / 2)) +
+                             line * 64,
+                         _MM_HINT_T1);
     _tile_loadd(4, op.rows[0] + b * kBlockColumns, op.row_stride_bytes[0]);
     if constexpr (TwoGroups) _tile_loadd(5, op.rows[1] + b * kBlockColumns, op.row_stride_bytes[1]);
     _tile_loadd(6, op.panels[0] + b * (kTileBytes / 2), 64);
