@@ -132,6 +132,18 @@ TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
             }
             ++packed_count;
             EXPECT_EQ(outputs % 16, 0u);
+            {  // packing whole panels piece by piece (as the backend does) gives the same bytes
+              std::vector<uint8_t> pieces(m.bytes.size(), 0x5A);
+              kipp::kernels::WeightMatrix front = m.w, back = m.w;
+              front.rows = 16;
+              back.data += 16 * m.w.row_bytes;
+              back.rows -= 16;
+              EXPECT_TRUE(table->pack_weights(front, pieces.data()));
+              if (back.rows > 0) {
+                EXPECT_TRUE(table->pack_weights(back, pieces.data() + 16 * m.w.row_bytes));
+              }
+              ASSERT_EQ(pieces, packed);
+            }
             kipp::kernels::WeightMatrix w = m.w;
             w.data = packed.data();
             w.panels = true;

@@ -26,6 +26,8 @@ constexpr size_t kAttentionTileRows = 32;
 // Output rows are shared among threads in whole units of this many (the panels of packed
 // weights, KernelTable::pack_weights, are sliced only between panels).
 constexpr size_t kOutputRowsPerUnit = 16;
+// Weight rows packed at a time at load (a multiple of the panels' 16 rows).
+constexpr size_t kPackRowsPerPiece = 4096;
 
 struct FreeBytes {
   void operator()(uint8_t* bytes) const { std::free(bytes); }
@@ -181,8 +183,15 @@ class CpuBackend final : public Backend {
           out_of_memory = true;
           continue;
         }
-        kernels_.pack_weights(w, buffer.get());
-        drop_mapped_pages({w.data, bytes});
+        // In pieces of whole panels, each piece's file pages dropped once it is packed, so a
+        // large matrix (the output head) is never resident twice.
+        for (size_t first = 0; first < w.rows; first += kPackRowsPerPiece) {
+          WeightMatrix piece = w;
+          piece.data = w.data + first * w.row_bytes;
+          piece.rows = std::min(kPackRowsPerPiece, w.rows - first);
+          kernels_.pack_weights(piece, buffer.get() + first * w.row_bytes);
+          drop_mapped_pages({piece.data, piece.rows * w.row_bytes});
+        }
         w.data = buffer.get();
         w.panels = true;
         packed[i] = std::move(buffer);
