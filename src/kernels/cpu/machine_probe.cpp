@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_amx.h"
 
 namespace kipp::kernels {
@@ -200,17 +201,10 @@ __attribute__((target("avx512f,avx512vnni"))) void int8_dot_zmm(uint64_t iterati
 }
 
 // Four independent 16 x 16 FP32 accumulator tiles, each TDPBF16PS 16 x 16 x 32 products.
-struct alignas(64) AmxProbeConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {64, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16};
-};
 constexpr double kAmxBf16PerIteration = 4.0 * 16 * 16 * 32;
 
 __attribute__((target("amx-tile,amx-bf16"))) void amx_bf16_tiles(uint64_t iterations, volatile float* sink) {
-  static const AmxProbeConfig config;
+  static constexpr amx::TileConfig config = amx::uniform_tile_config();
   alignas(64) uint16_t operand[16 * 32];
   std::fill(std::begin(operand), std::end(operand), uint16_t{0x3f80});  // 1.0
   alignas(64) float result[16 * 16];

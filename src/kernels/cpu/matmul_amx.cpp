@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/half.h"
+#include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/ref/ops.h"
@@ -19,9 +20,7 @@
 namespace kipp::kernels::amx {
 namespace {
 
-constexpr size_t kTileRows = 16;       // input rows, and outputs, per tile
-constexpr size_t kBlockColumns = 32;   // BF16 columns per tile product
-constexpr size_t kTileBytes = 1024;    // 16 rows of 64 bytes
+constexpr size_t kBlockColumns = 32;  // BF16 columns per tile product
 // Output panels per pass over the input rows: 128 outputs x up to 3072 columns of weights stay
 // in L2 while every row tile streams past them, so the weights are read from memory once.
 constexpr size_t kPanelsPerPass = 8;
@@ -33,25 +32,9 @@ constexpr size_t kFetchAheadBlocks = 4;
 constexpr int kRequestPermission = 0x1023;
 constexpr int kTileDataFeature = 18;
 
-// The tile registers' shapes (palette 1): C0..C3 16 x 16 FP32 accumulators (C0, C1: input rows
-// 0-15 x two output panels; C2, C3: rows 16-31), A4, A5 16 rows x 32 BF16 inputs, B6, B7 16
-// column pairs x 16 outputs of weights. Every tile is 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
-constexpr TileConfig make_config() {
-  TileConfig config;
-  for (int tile = 0; tile < 8; ++tile) {
-    config.bytes_per_row[tile] = 64;
-    config.rows[tile] = kTileRows;
-  }
-  return config;
-}
+// The tile registers (uniform_tile_config): C0..C3 16 x 16 FP32 accumulators (C0, C1: input
+// rows 0-15 x two output panels; C2, C3: rows 16-31), A4, A5 16 rows x 32 BF16 inputs, B6, B7 16
+// column pairs x 16 outputs of weights.
 
 // The compiler does not see the tile instructions' memory accesses.
 inline void memory_barrier() { asm volatile("" ::: "memory"); }
@@ -146,7 +129,7 @@ class InputTiles {
 };
 
 KIPP_AMX void packed_bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  static constexpr TileConfig kConfig = make_config();
+  static constexpr TileConfig kConfig = uniform_tile_config();
   thread_local PartialGroup partial;
   thread_local InputTiles input_tiles;
   const size_t cols = in.cols, blocks = cols / kBlockColumns, panels = w.rows / kTileRows;
