@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -58,6 +59,28 @@ inline std::string cpu_model() {
 inline std::string option_value(const std::string& program, int argc, char** argv, int& i) {
   if (i + 1 >= argc) die(program, std::string(argv[i]) + " needs a value");
   return argv[++i];
+}
+
+// The non-empty items of a comma-separated list.
+inline std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream stream(list);
+  for (std::string item; std::getline(stream, item, ',');)
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+// `text` as a positive whole number; dies naming `what` otherwise.
+inline size_t parse_count(const std::string& program, const std::string& text, const std::string& what) {
+  size_t used = 0;
+  unsigned long value = 0;
+  try {
+    value = std::stoul(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value == 0) die(program, what + " must be a positive whole number, got '" + text + "'");
+  return value;
 }
 
 // Records the machine and the command line (as run from the repository root) in `result`.

@@ -15,7 +15,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,31 +31,13 @@ namespace {
 using kipp::GgmlType;
 using kipp::bench::Clock;
 using kipp::bench::median;
+using kipp::bench::parse_count;
+using kipp::bench::split_list;
 using kipp::bench::seconds_since;
 
 constexpr const char* kProgram = "kernel_bench";
 
 [[noreturn]] void die(const std::string& message) { kipp::bench::die(kProgram, message); }
-
-std::vector<std::string> split(const std::string& list) {
-  std::vector<std::string> items;
-  std::stringstream stream(list);
-  for (std::string item; std::getline(stream, item, ',');)
-    if (!item.empty()) items.push_back(item);
-  return items;
-}
-
-size_t parse_count(const std::string& text, const std::string& what) {
-  size_t used = 0;
-  unsigned long value = 0;
-  try {
-    value = std::stoul(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value == 0) die(what + " must be a positive whole number, got '" + text + "'");
-  return value;
-}
 
 GgmlType parse_type(const std::string& name) {
   if (name == "bf16") return GgmlType::BF16;
@@ -167,20 +148,20 @@ int main(int argc, char** argv) {
       usage();
       return 0;
     } else if (arg == "--types") {
-      types = split(value());
+      types = split_list(value());
     } else if (arg == "--rows") {
       row_counts.clear();
-      for (const std::string& item : split(value())) row_counts.push_back(parse_count(item, "--rows"));
+      for (const std::string& item : split_list(value())) row_counts.push_back(parse_count(kProgram, item, "--rows"));
     } else if (arg == "--outputs") {
-      outputs = parse_count(value(), arg);
+      outputs = parse_count(kProgram, value(), arg);
     } else if (arg == "--cols") {
-      cols = parse_count(value(), arg);
+      cols = parse_count(kProgram, value(), arg);
     } else if (arg == "--mib") {
-      mib = parse_count(value(), arg);
+      mib = parse_count(kProgram, value(), arg);
     } else if (arg == "--passes") {
-      passes = parse_count(value(), arg);
+      passes = parse_count(kProgram, value(), arg);
     } else if (arg == "--threads") {
-      threads = parse_count(value(), arg);
+      threads = parse_count(kProgram, value(), arg);
     } else if (arg == "--out") {
       out_path = value();
     } else {

@@ -24,10 +24,12 @@ struct WeightMatrix {
 // `cols` is not a whole number of its blocks.
 WeightMatrix make_weight_matrix(GgmlType type, const uint8_t* data, size_t rows, size_t cols);
 
-// One layer of a paged K/V cache. Every block holds kKvBlockPositions positions of every
-// layer: K of layer l at `k_offset`, V at `v_offset`, each [position][kv_head][head_dim] BF16,
-// positions `position_stride` elements apart (kv_heads * head_dim for a whole layer; a view of
-// some of the kv heads points its offsets at the first and keeps the layer's stride).
+// One layer of a paged K/V cache. Every block holds kKvBlockPositions positions: in a block,
+// the key of position t (counted within the block) for the view's kv head h is head_dim BF16
+// at k_offset + t * position_stride + h * head_dim, its value likewise from v_offset. The CPU
+// backend keeps each kv head's rows of a block together and views one head at a time
+// (position_stride = head_dim); position-major views of several heads (position_stride =
+// kv_heads * head_dim) read the same way.
 struct KvLayerView {
   const uint16_t* const* blocks = nullptr;  // logical block -> its storage
   size_t k_offset = 0;

@@ -221,7 +221,7 @@ TEST(KernelSimdAttention, RowsEqualReferenceAndDoNotDependOnTheirTile) {
   std::mt19937 rng(131);
   for (const KernelTable* table : simd_tables())
     for (size_t head_dim : {32, 64, 128, 256})
-      for (size_t group : {1, 2}) {
+      for (size_t group : {1, 2, 3}) {  // 3: a pair of query heads sharing K/V loads and one alone
         constexpr size_t kKvHeads = 2, kPositions = 100;
         const KvBlocks kv(kKvHeads, head_dim, kPositions, rng);
         const size_t q_stride = kKvHeads * group * head_dim;

@@ -325,9 +325,14 @@ class CpuBackend final : public Backend {
         k.rope(key, kv_heads, hd, cos_ + r * half, sin_ + r * half);
         const Row& row = rows[r];
         auto* block = const_cast<uint16_t*>(item_blocks[row.item][row.position / kKvBlockPositions]);
-        const size_t slot = (row.position % kKvBlockPositions) * kvw;
-        k.store_bf16(key, block + k_offset + slot, kvw);
-        k.store_bf16(v_ + r * kvw, block + v_offset + slot, kvw);
+        // Each kv head's rows of a block are together: one head's attention reads 8 KiB in
+        // order, which the hardware prefetchers follow, where rows a layer's width apart
+        // they did not (bench/attention_bench, 8 sequences at 512 positions: 13 -> 15-18 GB/s).
+        const size_t slot = (row.position % kKvBlockPositions) * hd;
+        for (size_t h = 0; h < kv_heads; ++h) {
+          k.store_bf16(key + h * hd, block + k_offset + h * kKvBlockPositions * hd + slot, hd);
+          k.store_bf16(v_ + r * kvw + h * hd, block + v_offset + h * kKvBlockPositions * hd + slot, hd);
+        }
       });
       // One work item per (tile, kv head): the query heads of a group over their K/V. Items are
       // dealt out round-robin so every thread gets short and long (later) rows alike.
@@ -338,8 +343,9 @@ class CpuBackend final : public Backend {
           for (size_t item = slot; item < work_items; item += threads) {
             const AttentionTile& tile = tiles_[item / kv_heads];
             const size_t g = item % kv_heads, r = tile.first_row;
-            const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset + g * hd, v_offset + g * hd, 1,
-                                            hd, kvw};
+            const size_t head_rows = g * kKvBlockPositions * hd;
+            const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset + head_rows,
+                                            v_offset + head_rows, 1, hd, hd};
             k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view, scale, scratch,
                              attn_ + r * qw + g * group * hd, qw);
           }

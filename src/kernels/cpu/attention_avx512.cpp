@@ -41,12 +41,43 @@ KIPP_AVX512 inline __m512 exp_nonpositive(__m512 x) {
 }
 
 
-KIPP_AVX512 inline __m512 widen_bf16(const uint16_t* p) {
-  return _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16));
+// Vector order: a K or V row, and a query and its output while in flight, hold each 32
+// elements as two vectors, their 16 even elements then their 16 odd ones. Then one 64-byte
+// load of BF16 widens to FP32 with one shift (even) or one mask (odd) per 16 elements, where
+// in order it takes a 16-lane zero extension and a shift. Queries are put in that order once
+// per tile and outputs back in order at the end.
+KIPP_AVX512 inline __m512 widen_bf16(const uint16_t* pair, size_t vector) {
+  const __m512i bits = _mm512_loadu_si512(pair + (vector / 2) * 32);
+  return _mm512_castsi512_ps(vector % 2 == 0 ? _mm512_slli_epi32(bits, 16)
+                                             : _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-// One K/V block's keys or values as FP32 vectors: key (or value) t, chunk c (16 elements).
+// The query at `natural` (Chunks * 16 floats in order) in the vector order above.
+template <size_t Chunks>
+KIPP_AVX512 inline void deinterleave(const float* natural, float* split) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  for (size_t c = 0; c < Chunks; c += 2) {
+    const __m512 low = _mm512_loadu_ps(natural + c * 16), high = _mm512_loadu_ps(natural + c * 16 + 16);
+    _mm512_storeu_ps(split + c * 16, _mm512_permutex2var_ps(low, even, high));
+    _mm512_storeu_ps(split + c * 16 + 16, _mm512_permutex2var_ps(low, odd, high));
+  }
+}
+
+// An output from the vector order back into element order, in place.
+template <size_t Chunks>
+KIPP_AVX512 inline void interleave(float* values, __m512 scale) {
+  const __m512i low = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
+  for (size_t c = 0; c < Chunks; c += 2) {
+    const __m512 even = _mm512_mul_ps(_mm512_loadu_ps(values + c * 16), scale);
+    const __m512 odd = _mm512_mul_ps(_mm512_loadu_ps(values + c * 16 + 16), scale);
+    _mm512_storeu_ps(values + c * 16, _mm512_permutex2var_ps(even, low, odd));
+    _mm512_storeu_ps(values + c * 16 + 16, _mm512_permutex2var_ps(even, high, odd));
+  }
+}
+
+// One K/V block's keys or values as FP32 vectors: key (or value) t, vector c (16 elements).
 // Widened: converted once into scratch, for tiles of many queries. Stored: converted as read,
 // for tiles of a few queries, where converting the whole block into scratch cost as much as
 // the products (batched decoding spent 15% of a step there). Both give the same FP32 values,
@@ -61,22 +92,85 @@ struct StoredBlock {
   size_t position_stride;
   size_t count;  // positions present; the rest read as zero
   KIPP_AVX512 __m512 load(size_t t, size_t c) const {
-    return t < count ? widen_bf16(data + t * position_stride + c * 16) : _mm512_setzero_ps();
+    return t < count ? widen_bf16(data + t * position_stride, c) : _mm512_setzero_ps();
   }
 };
 
-// Scores of one query (chunks = head_dim / 16 vectors) against keys first..first + 15.
+// Fetches the rows of one kv head at positions [0, count) of a block's K or V into the cache.
+template <size_t Chunks>
+KIPP_AVX512 inline void fetch_rows(const uint16_t* first, size_t position_stride, size_t count) {
+  for (size_t t = 0; t < count; ++t)
+    for (size_t line = 0; line < Chunks * 16 * sizeof(uint16_t); line += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(first + t * position_stride) + line, _MM_HINT_T0);
+}
+
+// Scores of one query (Chunks vectors) against keys first..first + 15.
 template <size_t Chunks, typename Block>
 KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const Block& keys, size_t first) {
   __m512 partial[16];
 #pragma GCC unroll 16
   for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_mul_ps(query[0], keys.load(first + j, 0));
-  // Chunk by chunk across the 16 keys, so 16 independent sums are in flight.
+  // Vector by vector across the 16 keys, so 16 independent sums are in flight.
 #pragma GCC unroll 16
   for (size_t c = 1; c < Chunks; ++c)
 #pragma GCC unroll 16
     for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_fmadd_ps(query[c], keys.load(first + j, c), partial[j]);
   return reduce16(partial);
+}
+
+// Scores of two queries against keys first..first + 7, each key widened once for both: lanes
+// 0-7 the first query's, 8-15 the second's. Each score is the same sequence as scores16's.
+template <size_t Chunks, typename Block>
+KIPP_AVX512 inline __m512 scores8x2(const float* first_query, const float* second_query, const Block& keys,
+                                    size_t first) {
+  __m512 partial[16];
+#pragma GCC unroll 8
+  for (size_t j = 0; j < 8; ++j) {
+    const __m512 key = keys.load(first + j, 0);
+    partial[j] = _mm512_mul_ps(_mm512_loadu_ps(first_query), key);
+    partial[8 + j] = _mm512_mul_ps(_mm512_loadu_ps(second_query), key);
+  }
+#pragma GCC unroll 16
+  for (size_t c = 1; c < Chunks; ++c)
+#pragma GCC unroll 8
+    for (size_t j = 0; j < 8; ++j) {
+      const __m512 key = keys.load(first + j, c);
+      partial[j] = _mm512_fmadd_ps(_mm512_loadu_ps(first_query + c * 16), key, partial[j]);
+      partial[8 + j] = _mm512_fmadd_ps(_mm512_loadu_ps(second_query + c * 16), key, partial[8 + j]);
+    }
+  return reduce16(partial);
+}
+
+// results[q] (Chunks vectors each) = results[q] * keep[q] + sum over t < visible of
+// weights[q][t] * value t, for Q queries sharing each value load; every element is the same
+// sequence of FMAs whatever Q is.
+template <size_t Chunks, size_t Q, typename Block>
+KIPP_AVX512 inline void add_weighted_values(const Block& values, size_t visible, float* const (&results)[Q],
+                                            const float* const (&weights)[Q], const float (&keep)[Q]) {
+  constexpr size_t kWindow = std::min<size_t>(Chunks, 16 / Q);  // accumulators in registers
+  for (size_t c0 = 0; c0 < Chunks; c0 += kWindow) {
+    __m512 acc[Q][kWindow];
+#pragma GCC unroll 2
+    for (size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 16
+      for (size_t c = 0; c < kWindow; ++c)
+        acc[q][c] = _mm512_mul_ps(_mm512_loadu_ps(results[q] + (c0 + c) * 16), _mm512_set1_ps(keep[q]));
+    for (size_t t = 0; t < visible; ++t) {
+      __m512 weight[Q];
+#pragma GCC unroll 2
+      for (size_t q = 0; q < Q; ++q) weight[q] = _mm512_set1_ps(weights[q][t]);
+#pragma GCC unroll 16
+      for (size_t c = 0; c < kWindow; ++c) {
+        const __m512 value = values.load(t, c0 + c);
+#pragma GCC unroll 2
+        for (size_t q = 0; q < Q; ++q) acc[q][c] = _mm512_fmadd_ps(weight[q], value, acc[q][c]);
+      }
+    }
+#pragma GCC unroll 2
+    for (size_t q = 0; q < Q; ++q)
+#pragma GCC unroll 16
+      for (size_t c = 0; c < kWindow; ++c) _mm512_storeu_ps(results[q] + (c0 + c) * 16, acc[q][c]);
+  }
 }
 
 template <size_t Chunks, bool Widen>
@@ -89,16 +183,27 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
   float* state = values + kBlock * kHeadDim;  // per query: running max, running sum
   float* scores = state + 2 * queries;        // per query: the block's scores, then weights
   float* keep = scores + kBlock * queries;    // per query: the rescaling of what came before
+  float* split_queries = keep + queries;      // per query: its values in the vector order
+  const auto result_of = [&](size_t i) { return out + (i / group) * out_stride + (i % group) * kHeadDim; };
   for (size_t i = 0; i < queries; ++i) {
     state[2 * i] = -INFINITY;
     state[2 * i + 1] = 0.0f;
-    float* result = out + (i / group) * out_stride + (i % group) * kHeadDim;
-    std::fill(result, result + kHeadDim, 0.0f);
+    std::fill(result_of(i), result_of(i) + kHeadDim, 0.0f);
+    deinterleave<Chunks>(q + (i / group) * q_stride + (i % group) * kHeadDim, split_queries + i * kHeadDim);
   }
   const size_t last = first_position + rows - 1;
+  if constexpr (!Widen) fetch_rows<Chunks>(kv.blocks[0] + kv.k_offset, kv.position_stride, std::min(kBlock, last + 1));
   for (size_t base = 0; base <= last; base += kBlock) {
     const size_t count = std::min(kBlock, last + 1 - base);
     const uint16_t* block = kv.blocks[base / kBlock];
+    // A few queries' products do not hide the memory latency of rows read one after another:
+    // this block's values and the next block's keys are requested before they are needed.
+    if constexpr (!Widen) {
+      fetch_rows<Chunks>(block + kv.v_offset, kv.position_stride, count);
+      if (base + kBlock <= last)
+        fetch_rows<Chunks>(kv.blocks[base / kBlock + 1] + kv.k_offset, kv.position_stride,
+                           std::min(kBlock, last + 1 - base - kBlock));
+    }
     const StoredBlock stored_keys{block + kv.k_offset, kv.position_stride, count};
     const StoredBlock stored_values{block + kv.v_offset, kv.position_stride, count};
     if constexpr (Widen)
@@ -115,30 +220,47 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
       if constexpr (Widen) return WidenedBlock{values, kHeadDim};
       else return stored_values;
     }();
+    const auto visible_of = [&](size_t i) {
+      const size_t position = first_position + i / group;
+      return position < base ? 0 : std::min(count, position + 1 - base);
+    };
     // Three passes over the tile's queries, each a loop of independent iterations the core
     // can overlap: the block's scores, the softmax update, the weighted sum of the values.
     const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
     for (size_t i = 0; i < queries; ++i) {
-      const size_t row = i / group, position = first_position + row;
-      if (position < base) continue;
-      const size_t visible = std::min(count, position + 1 - base);
-      const float* query_values = q + row * q_stride + (i % group) * kHeadDim;
-      __m512 query[Chunks];
+      const size_t visible = visible_of(i);
+      if (visible == 0) continue;
+      float* row_scores = scores + i * kBlock;
+      const float* query_values = split_queries + i * kHeadDim;
+      // Unwidened keys are converted once for two queries of the row when it has them.
+      if (!Widen && i % group + 1 < group) {
+        float* next_scores = row_scores + kBlock;
+        for (size_t first = 0; first < visible; first += 8) {
+          const __m512 both = scores8x2<Chunks>(query_values, query_values + kHeadDim, key_block, first);
+          _mm512_mask_storeu_ps(row_scores + first, 0x00FF, both);
+          _mm512_mask_storeu_ps(next_scores + first - 8, 0xFF00, both);
+        }
+      } else {
+        __m512 query[Chunks];
 #pragma GCC unroll 16
-      for (size_t c = 0; c < Chunks; ++c) query[c] = _mm512_loadu_ps(query_values + c * 16);
+        for (size_t c = 0; c < Chunks; ++c) query[c] = _mm512_loadu_ps(query_values + c * 16);
+        _mm512_storeu_ps(row_scores, scores16(query, key_block, 0));
+        if (visible > 16) _mm512_storeu_ps(row_scores + 16, scores16(query, key_block, 16));
+      }
       const __mmask16 low = visible >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << visible) - 1);
       const __mmask16 high = visible <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (visible - 16)) - 1);
-      float* row_scores = scores + i * kBlock;
-      _mm512_storeu_ps(row_scores, _mm512_mask_blend_ps(low, minus_infinity,
-                                                        _mm512_mul_ps(scores16(query, key_block, 0), _mm512_set1_ps(scale))));
-      _mm512_storeu_ps(row_scores + 16,
-                       high == 0 ? minus_infinity
-                                 : _mm512_mask_blend_ps(high, minus_infinity,
-                                                        _mm512_mul_ps(scores16(query, key_block, 16),
-                                                                      _mm512_set1_ps(scale))));
+      const __m512 scale_v = _mm512_set1_ps(scale);
+      for (size_t pair = 0; pair < (!Widen && i % group + 1 < group ? 2 : 1); ++pair) {
+        float* pair_scores = row_scores + pair * kBlock;
+        _mm512_storeu_ps(pair_scores,
+                         _mm512_mask_blend_ps(low, minus_infinity, _mm512_mul_ps(_mm512_loadu_ps(pair_scores), scale_v)));
+        _mm512_storeu_ps(pair_scores + 16, _mm512_mask_blend_ps(high, minus_infinity,
+                                                                _mm512_mul_ps(_mm512_loadu_ps(pair_scores + 16), scale_v)));
+      }
+      if (!Widen && i % group + 1 < group) ++i;
     }
     for (size_t i = 0; i < queries; ++i) {
-      if (first_position + i / group < base) continue;
+      if (visible_of(i) == 0) continue;
       float* row_scores = scores + i * kBlock;
       const __m512 s0 = _mm512_loadu_ps(row_scores), s1 = _mm512_loadu_ps(row_scores + 16);
       const float new_max = std::max(state[2 * i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
@@ -153,31 +275,24 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
       state[2 * i] = new_max;
     }
     for (size_t i = 0; i < queries; ++i) {
-      const size_t row = i / group, position = first_position + row;
-      if (position < base) continue;
-      const size_t visible = std::min(count, position + 1 - base);
-      const float* weights = scores + i * kBlock;
-      float* result = out + row * out_stride + (i % group) * kHeadDim;
-      __m512 acc[Chunks];
-      const __m512 keep_v = _mm512_set1_ps(keep[i]);
-#pragma GCC unroll 16
-      for (size_t c = 0; c < Chunks; ++c) acc[c] = _mm512_mul_ps(_mm512_loadu_ps(result + c * 16), keep_v);
-      for (size_t t = 0; t < visible; ++t) {
-        const __m512 weight = _mm512_set1_ps(weights[t]);
-#pragma GCC unroll 16
-        for (size_t c = 0; c < Chunks; ++c)
-          acc[c] = _mm512_fmadd_ps(weight, value_block.load(t, c), acc[c]);
+      const size_t visible = visible_of(i);
+      if (visible == 0) continue;
+      // Two queries of a row share each value load.
+      if (i % group + 1 < group) {
+        float* const results[2] = {result_of(i), result_of(i + 1)};
+        const float* const weights[2] = {scores + i * kBlock, scores + (i + 1) * kBlock};
+        const float kept[2] = {keep[i], keep[i + 1]};
+        add_weighted_values<Chunks>(value_block, visible, results, weights, kept);
+        ++i;
+      } else {
+        float* const results[1] = {result_of(i)};
+        const float* const weights[1] = {scores + i * kBlock};
+        const float kept[1] = {keep[i]};
+        add_weighted_values<Chunks>(value_block, visible, results, weights, kept);
       }
-#pragma GCC unroll 16
-      for (size_t c = 0; c < Chunks; ++c) _mm512_storeu_ps(result + c * 16, acc[c]);
     }
   }
-  for (size_t i = 0; i < queries; ++i) {
-    float* result = out + (i / group) * out_stride + (i % group) * kHeadDim;
-    const __m512 inverse = _mm512_set1_ps(1.0f / state[2 * i + 1]);
-    for (size_t c = 0; c < Chunks; ++c)
-      _mm512_storeu_ps(result + c * 16, _mm512_mul_ps(_mm512_loadu_ps(result + c * 16), inverse));
-  }
+  for (size_t i = 0; i < queries; ++i) interleave<Chunks>(result_of(i), _mm512_set1_ps(1.0f / state[2 * i + 1]));
 }
 
 }  // namespace

@@ -211,8 +211,8 @@ void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_p
 
 size_t attention_scratch_floats(size_t context_length, size_t rows, size_t group, size_t head_dim) {
   // the reference's scores, or one block of K and V widened plus, per query, the running max
-  // and sum, a block of scores and a rescaling factor
-  return std::max(context_length, 2 * kKvBlockPositions * head_dim + (3 + kKvBlockPositions) * rows * group);
+  // and sum, a block of scores, a rescaling factor and the query rearranged
+  return std::max(context_length, 2 * kKvBlockPositions * head_dim + (3 + kKvBlockPositions + head_dim) * rows * group);
 }
 
 void swiglu(const float* gate, const float* up, float* out, size_t n) {

@@ -1,0 +1,179 @@
+// Decode attention alone, on the kernel table in use, against the machine's read bandwidth
+// measured in the same run: --sequences sequences each at --context positions, one query
+// position each, over --layers layers of the 0.6b model's attention shape (16 query heads over
+// 8 K/V heads of 128), as a batched decode step runs it after the projections. Each sequence
+// has its own K/V blocks, so a pass reads every sequence's K and V from memory, not cache.
+//
+// Each of --threads threads takes an equal share of the (sequence, kv head) items of every
+// layer for a whole pass, so no synchronisation is timed. Medians of --passes passes.
+//
+// Usage: attention_bench [--context 64,128,512] [--sequences 1,8] [--layers 28] [--passes 7]
+//                        [--threads 2] [--out FILE.json]
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/half.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/machine_probe.h"
+#include "kernels/ref/ops.h"
+#include "kernels/weights.h"
+
+namespace {
+
+using kipp::bench::Clock;
+using kipp::bench::median;
+using kipp::bench::parse_count;
+using kipp::bench::seconds_since;
+using kipp::bench::split_list;
+using kipp::kernels::kKvBlockPositions;
+
+constexpr const char* kProgram = "attention_bench";
+constexpr size_t kQueryHeads = 16, kKvHeads = 8, kHeadDim = 128, kGroup = kQueryHeads / kKvHeads;
+constexpr size_t kKvWidth = kKvHeads * kHeadDim;
+// One block of one layer: K then V, kKvBlockPositions positions of kKvWidth elements each.
+constexpr size_t kLayerBlockElements = 2 * kKvBlockPositions * kKvWidth;
+// Within K (and V), each kv head's rows are together, as the backend lays them out.
+constexpr size_t kHeadRows = kKvBlockPositions * kHeadDim;
+
+[[noreturn]] void die(const std::string& message) { kipp::bench::die(kProgram, message); }
+
+struct Measured {
+  double seconds;  // median pass
+  double kv_gb_per_second;
+  double microseconds_per_sequence_layer;
+};
+
+Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t sequences, size_t layers,
+                 size_t passes, size_t threads, std::mt19937& rng) {
+  const size_t blocks = (context + kKvBlockPositions - 1) / kKvBlockPositions;
+  // Per sequence, its blocks, each holding every layer's K and V as the backend's pool does.
+  std::vector<std::vector<uint16_t>> storage(sequences * blocks);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(layers * kLayerBlockElements);
+  for (std::vector<uint16_t>& block : storage) {
+    for (float& v : values) v = normal(rng);
+    block.resize(values.size());
+    kipp::f32_to_bf16_row(values.data(), block.data(), values.size());
+  }
+  std::vector<std::vector<const uint16_t*>> block_tables(sequences);
+  for (size_t s = 0; s < sequences; ++s)
+    for (size_t b = 0; b < blocks; ++b) block_tables[s].push_back(storage[s * blocks + b].data());
+
+  std::vector<float> q(sequences * kQueryHeads * kHeadDim), out(q.size());
+  for (float& v : q) v = normal(rng);
+  const size_t scratch_floats = kipp::kernels::ref::attention_scratch_floats(context, 1, kGroup, kHeadDim);
+  std::vector<std::vector<float>> scratch(threads, std::vector<float>(scratch_floats));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
+  const size_t items = sequences * kKvHeads;
+
+  const auto pass = [&] {
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] {
+        for (size_t l = 0; l < layers; ++l) {
+          const size_t k_offset = l * kLayerBlockElements, v_offset = k_offset + kKvBlockPositions * kKvWidth;
+          // Round-robin, as the backend deals (sequence, kv head) items to its threads.
+          for (size_t item = t; item < items; item += threads) {
+            const size_t s = item / kKvHeads, g = item % kKvHeads;
+            const kipp::kernels::KvLayerView view{block_tables[s].data(), k_offset + g * kHeadRows,
+                                                  v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
+            const size_t at = s * kQueryHeads * kHeadDim + g * kGroup * kHeadDim;
+            table.attention_rows(q.data() + at, kQueryHeads * kHeadDim, 1, context - 1, kGroup, view, scale,
+                                 scratch[t].data(), out.data() + at, kQueryHeads * kHeadDim);
+          }
+        }
+      });
+    for (std::thread& worker : workers) worker.join();
+  };
+  pass();  // warm-up: pages touched, threads started once
+  std::vector<double> times;
+  for (size_t p = 0; p < passes; ++p) {
+    const Clock::time_point start = Clock::now();
+    pass();
+    times.push_back(seconds_since(start));
+  }
+  const double seconds = median(times);
+  // The K and V bytes one pass must read: every visible position of every layer and sequence.
+  const double bytes = 2.0 * 2.0 * static_cast<double>(context * kKvWidth * layers * sequences);
+  return {seconds, bytes / seconds / 1e9, seconds * 1e6 / static_cast<double>(sequences * layers)};
+}
+
+void usage() {
+  std::cout << "Usage: attention_bench [--context 64,128,512] [--sequences 1,8] [--layers 28] [--passes 7]\n"
+               "                       [--threads 2] [--out FILE.json]\n"
+               "Times the kernel table's decode attention alone (one query position per sequence, the\n"
+               "0.6b model's 16 query heads over 8 K/V heads of 128) over --layers layers of K/V per\n"
+               "sequence, and reports the K/V bytes/s against the read bandwidth measured in the same run.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<size_t> contexts = {64, 128, 512}, sequence_counts = {1, 8};
+  size_t layers = 28, passes = 7, threads = 2;
+  std::string out_path;
+  const auto counts = [](const std::string& list, const std::string& what) {
+    std::vector<size_t> parsed;
+    for (const std::string& item : split_list(list)) parsed.push_back(parse_count(kProgram, item, what));
+    if (parsed.empty()) die(what + " needs at least one value");
+    return parsed;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const auto value = [&] { return kipp::bench::option_value(kProgram, argc, argv, i); };
+    if (arg == "--help" || arg == "-h") {
+      usage();
+      return 0;
+    } else if (arg == "--context") {
+      contexts = counts(value(), arg);
+    } else if (arg == "--sequences") {
+      sequence_counts = counts(value(), arg);
+    } else if (arg == "--layers") {
+      layers = parse_count(kProgram, value(), arg);
+    } else if (arg == "--passes") {
+      passes = parse_count(kProgram, value(), arg);
+    } else if (arg == "--threads") {
+      threads = parse_count(kProgram, value(), arg);
+    } else if (arg == "--out") {
+      out_path = value();
+    } else {
+      die("unknown option '" + arg + "' (see --help)");
+    }
+  }
+
+  const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
+  const kipp::kernels::BandwidthResult bandwidth =
+      kipp::bench::must(kipp::kernels::read_bandwidth(static_cast<uint32_t>(threads)), "bandwidth probe");
+  std::mt19937 rng(7);
+  nlohmann::json result;
+  kipp::bench::record_machine_and_command(result, kProgram, argc, argv);
+  result["kernels"] = table.name;
+  result["threads"] = threads;
+  result["bandwidth_gb_per_second"] = {{"best", bandwidth.best_gb_per_second},
+                                       {"median", bandwidth.median_gb_per_second}};
+  result["shape"] = {{"query_heads", kQueryHeads}, {"kv_heads", kKvHeads}, {"head_dim", kHeadDim}, {"layers", layers}};
+  std::fprintf(stderr, "bandwidth %.1f GB/s best, %.1f median; kernels %s, %zu threads\n",
+               bandwidth.best_gb_per_second, bandwidth.median_gb_per_second, table.name, threads);
+  for (size_t sequences : sequence_counts)
+    for (size_t context : contexts) {
+      const Measured m = measure(table, context, sequences, layers, passes, threads, rng);
+      std::fprintf(stderr, "sequences %2zu context %5zu  %7.2f GB/s K/V (%3.0f%% of median bandwidth)  %7.1f us per sequence and layer\n",
+                   sequences, context, m.kv_gb_per_second, 100 * m.kv_gb_per_second / bandwidth.median_gb_per_second,
+                   m.microseconds_per_sequence_layer);
+      result["runs"].push_back({{"sequences", sequences},
+                                {"context", context},
+                                {"median_pass_seconds", m.seconds},
+                                {"kv_gb_per_second", m.kv_gb_per_second},
+                                {"of_median_bandwidth", m.kv_gb_per_second / bandwidth.median_gb_per_second},
+                                {"microseconds_per_sequence_layer", m.microseconds_per_sequence_layer}});
+    }
+  kipp::bench::write_result(kProgram, result, out_path);
+  return 0;
+}
