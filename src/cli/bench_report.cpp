@@ -12,7 +12,9 @@ namespace {
 // The peak a prefill on `type` weights is held against: the instruction the kernel table in use
 // multiplies that type with when this CPU has it, else FP32 FMA.
 const kernels::PeakRate* prefill_peak(const std::vector<kernels::PeakRate>& peaks, GgmlType type) {
-  const kernels::MultiplyAddKind wanted = projection_multiply_add_kind(type, kernels::cpu_kernels().bf16_on_tiles);
+  const kernels::KernelTable& table = kernels::cpu_kernels();
+  const kernels::MultiplyAddKind wanted = projection_multiply_add_kind(
+      type, table.bf16_on_tiles, table.int8_on_tiles != nullptr && table.int8_on_tiles());
   for (const kernels::PeakRate& peak : peaks)
     if (peak.kind == wanted) return &peak;
   for (const kernels::PeakRate& peak : peaks)

@@ -1,6 +1,7 @@
-// The AMX tile configuration shared by the AMX kernels and kipp bench's AMX probe: palette 1,
+// The AMX tile configuration shared by the BF16 kernel and kipp bench's AMX probe: palette 1,
 // all eight tile registers 16 rows of 64 bytes (a 16 x 16 FP32 accumulator, 16 rows x 32 BF16
-// inputs, or 16 column pairs x 16 outputs of BF16 weights).
+// inputs, or 16 column pairs x 16 outputs of BF16 weights). The integer kernel configures its
+// own shapes from the same TileConfig.
 #pragma once
 
 #include <cstddef>
@@ -27,5 +28,9 @@ constexpr TileConfig uniform_tile_config() {
   }
   return config;
 }
+
+// The compiler does not see the tile instructions' memory accesses: a barrier orders them
+// against the loads and stores around them.
+inline void memory_barrier() { asm volatile("" ::: "memory"); }
 
 }  // namespace kipp::kernels::amx

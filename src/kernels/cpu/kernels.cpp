@@ -6,6 +6,7 @@
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/matmul_amx.h"
 #include "kernels/cpu/matmul_avx512.h"
+#include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/cpu/portable_ops.h"
 
@@ -29,12 +30,12 @@ constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portab
                               &portable::add,      &portable::store_bf16, &avx512::stores_panels,
                               &avx512::pack_weights};
 
-// The AVX-512 table with BF16 projections on AMX tiles.
+// The AVX-512 table with BF16 products, and quantized ones of 9 rows or more, on AMX tiles.
 constexpr KernelTable kAmx{"avx512-amx-bf16",   &amx::dequantize_row, &portable::prepare_input,
                            &amx::matmul,        &portable::rms_norm,  &ref::rope_angles,
                            &portable::rope,     &avx512::attention_rows, &portable::swiglu,
                            &portable::add,      &portable::store_bf16, &amx::packs_weights,
-                           &amx::pack_weights,  true};
+                           &amx::pack_weights,  true,                 &amx::int8_supported};
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};

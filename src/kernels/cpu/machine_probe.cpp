@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_amx.h"
+#include "kernels/cpu/matmul_int8_amx.h"
 
 namespace kipp::kernels {
 namespace {
@@ -200,13 +201,16 @@ __attribute__((target("avx512f,avx512vnni"))) void int8_dot_zmm(uint64_t iterati
   *sink = static_cast<float>(sum);
 }
 
-// Four independent 16 x 16 FP32 accumulator tiles, each TDPBF16PS 16 x 16 x 32 products.
+// Four independent 16 x 16 accumulator tiles, each product 16 x 16 x 32 (TDPBF16PS, FP32 sums)
+// or 16 x 16 x 64 (TDPBSSD, int32 sums); the operand tiles hold ones.
 constexpr double kAmxBf16PerIteration = 4.0 * 16 * 16 * 32;
+constexpr double kAmxInt8PerIteration = 4.0 * 16 * 16 * 64;
 
-__attribute__((target("amx-tile,amx-bf16"))) void amx_bf16_tiles(uint64_t iterations, volatile float* sink) {
+template <bool Int8>
+__attribute__((target("amx-tile,amx-bf16,amx-int8"))) void amx_tiles(uint64_t iterations, volatile float* sink) {
   static constexpr amx::TileConfig config = amx::uniform_tile_config();
   alignas(64) uint16_t operand[16 * 32];
-  std::fill(std::begin(operand), std::end(operand), uint16_t{0x3f80});  // 1.0
+  std::fill(std::begin(operand), std::end(operand), Int8 ? uint16_t{0x0101} : uint16_t{0x3f80});
   alignas(64) float result[16 * 16];
   _tile_loadconfig(&config);
   _tile_loadd(4, operand, 64);
@@ -216,14 +220,21 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_bf16_tiles(uint64_t iterat
   _tile_zero(2);
   _tile_zero(3);
   for (uint64_t i = 0; i < iterations; ++i) {
-    _tile_dpbf16ps(0, 4, 5);
-    _tile_dpbf16ps(1, 4, 5);
-    _tile_dpbf16ps(2, 4, 5);
-    _tile_dpbf16ps(3, 4, 5);
+    if constexpr (Int8) {
+      _tile_dpbssd(0, 4, 5);
+      _tile_dpbssd(1, 4, 5);
+      _tile_dpbssd(2, 4, 5);
+      _tile_dpbssd(3, 4, 5);
+    } else {
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_dpbf16ps(1, 4, 5);
+      _tile_dpbf16ps(2, 4, 5);
+      _tile_dpbf16ps(3, 4, 5);
+    }
   }
   _tile_stored(0, result, 64);
   _tile_release();
-  asm volatile("" ::: "memory");
+  amx::memory_barrier();
   *sink = result[0];
 }
 
@@ -247,7 +258,9 @@ std::vector<Probe> available_probes() {
   if (__builtin_cpu_supports("avx512vnni"))
     probes.push_back({MultiplyAddKind::Int8Dot, "vpdpbusd zmm", int8_dot_zmm, kInt8PerIteration});
   if (amx::supported())
-    probes.push_back({MultiplyAddKind::AmxBf16, "tdpbf16ps tmm", amx_bf16_tiles, kAmxBf16PerIteration});
+    probes.push_back({MultiplyAddKind::AmxBf16, "tdpbf16ps tmm", amx_tiles<false>, kAmxBf16PerIteration});
+  if (amx::int8_supported())
+    probes.push_back({MultiplyAddKind::AmxInt8, "tdpbssd tmm", amx_tiles<true>, kAmxInt8PerIteration});
   return probes;
 }
 
@@ -339,6 +352,7 @@ std::string_view multiply_add_kind_name(MultiplyAddKind kind) {
     case MultiplyAddKind::Bf16Dot: return "bf16_dot";
     case MultiplyAddKind::Int8Dot: return "int8_dot";
     case MultiplyAddKind::AmxBf16: return "amx_bf16";
+    case MultiplyAddKind::AmxInt8: return "amx_int8";
   }
   return "unknown";
 }

@@ -31,8 +31,8 @@ inline constexpr uint64_t kDefaultBandwidthBytes = uint64_t{512} << 20;
 Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes = kDefaultBandwidthBytes,
                                          uint32_t repeats = 10);
 
-enum class MultiplyAddKind { Fp32Fma, Bf16Dot, Int8Dot, AmxBf16 };
-// "fp32_fma", "bf16_dot", "int8_dot", "amx_bf16"
+enum class MultiplyAddKind { Fp32Fma, Bf16Dot, Int8Dot, AmxBf16, AmxInt8 };
+// "fp32_fma", "bf16_dot", "int8_dot", "amx_bf16", "amx_int8"
 std::string_view multiply_add_kind_name(MultiplyAddKind kind);
 
 struct PeakRate {
@@ -46,7 +46,8 @@ struct PeakRate {
 // `seconds_per_probe` with independent accumulator chains so that throughput, not latency,
 // bounds it. FP32 is always measured (zmm FMA, ymm FMA or scalar, whichever this CPU has); the
 // BF16 (vdpbf16ps) and int8 (vpdpbusd) dot products only where the CPU has AVX512_BF16 /
-// AVX512_VNNI; AMX BF16 tile products (tdpbf16ps) where amx::supported().
+// AVX512_VNNI; AMX BF16 tile products (tdpbf16ps) where amx::supported(), AMX int8 ones
+// (tdpbssd) where amx::int8_supported().
 std::vector<PeakRate> peak_multiply_add(uint32_t threads, double seconds_per_probe = 0.2);
 
 }  // namespace kipp::kernels

@@ -12,6 +12,7 @@
 #include "core/half.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_avx512.h"
+#include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/ref/ops.h"
 
@@ -35,9 +36,6 @@ constexpr int kTileDataFeature = 18;
 // The tile registers (uniform_tile_config): C0..C3 16 x 16 FP32 accumulators (C0, C1: input
 // rows 0-15 x two output panels; C2, C3: rows 16-31), A4, A5 16 rows x 32 BF16 inputs, B6, B7 16
 // column pairs x 16 outputs of weights.
-
-// The compiler does not see the tile instructions' memory accesses.
-inline void memory_barrier() { asm volatile("" ::: "memory"); }
 
 // A tile product's operands: up to two groups of 16 input rows and two panels of 16 outputs.
 struct Operands {
@@ -241,6 +239,8 @@ void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
 
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   if (w.type == GgmlType::BF16 && w.panels) return packed_bf16_matmul(w, in, out, out_stride);
+  if (w.panels && avx512::stores_panels(w) && in.rows >= kMinTileRows && int8_supported())
+    return quantized_panels_matmul(w, in, out, out_stride);
   avx512::matmul(w, in, out, out_stride);
 }
 

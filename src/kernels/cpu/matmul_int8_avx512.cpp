@@ -14,14 +14,13 @@
 #include <vector>
 
 #include "format/quant.h"
+#include "kernels/cpu/quant_block_step.h"
 
 #define KIPP_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c,fma")))
 
 namespace kipp::kernels::avx512 {
 namespace {
 
-// Outputs per packed panel: one per 32-bit lane.
-constexpr size_t kPanelOutputs = 16;
 // Panels multiplied side by side.
 constexpr size_t kMaxPanels = 2;
 // How far ahead products fetch stored panels, into L2: the hardware prefetchers alone fall
@@ -101,15 +100,15 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
   static const uint8_t kZeroBlock[sizeof(BlockQ8_0)] = {};
   const Layout shape = layout(affine);
   const size_t blocks = w.cols / 32;
-  const uint8_t* rows[kPanelOutputs];
-  for (size_t j = 0; j < kPanelOutputs; ++j) rows[j] = j < count ? w.data + (first + j) * w.row_bytes : nullptr;
+  const uint8_t* rows[kPanelRows];
+  for (size_t j = 0; j < kPanelRows; ++j) rows[j] = j < count ? w.data + (first + j) * w.row_bytes : nullptr;
   const __mmask16 present = static_cast<__mmask16>((1u << count) - 1);
   const __m512i row_offsets = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                                                  _mm512_set1_epi32(static_cast<int>(w.row_bytes)));
-  const size_t ahead = std::min(w.rows, first + kMaxPanels * kPanelOutputs);
+  const size_t ahead = std::min(w.rows, first + kMaxPanels * kPanelRows);
   const uint8_t* next = w.data + ahead * w.row_bytes;
-  const uint8_t* next_end = w.data + std::min(w.rows, ahead + kPanelOutputs) * w.row_bytes;
-  const size_t step = kPanelOutputs * shape.block_bytes;
+  const uint8_t* next_end = w.data + std::min(w.rows, ahead + kPanelRows) * w.row_bytes;
+  const size_t step = kPanelRows * shape.block_bytes;
   for (size_t b = 0; b < blocks; ++b) {
     const size_t at = b * shape.block_bytes;
     const auto codes = [&](size_t j) { return rows[j] != nullptr ? rows[j] + at + shape.codes_offset : kZeroBlock; };
@@ -135,16 +134,6 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
   }
 }
 
-// acc += (d_w * d_x) * float(block sum) [+ min_w * (d_x * input code sum)]: the reference's
-// float sequence for one block, in every lane.
-template <bool Affine>
-KIPP_AVX512 inline __m512 add_block(__m512 acc, __m512 scales, __m512 mins, __m512i sums, float x_scale,
-                                    float x_scaled_sum) {
-  __m512 term = _mm512_mul_ps(_mm512_mul_ps(scales, _mm512_set1_ps(x_scale)), _mm512_cvtepi32_ps(sums));
-  if constexpr (Affine) term = _mm512_add_ps(term, _mm512_mul_ps(mins, _mm512_set1_ps(x_scaled_sum)));
-  return _mm512_add_ps(acc, term);
-}
-
 // sums + VPDPBUSD(codes, the 4 input codes at x in every lane), the input broadcast from memory
 // ({1to16}) inside the product. Written out because GCC 12 emits a separate VPBROADCASTD when
 // one broadcast feeds two products, and those took 15-25% of the vector throughput of 4-8 row
@@ -166,10 +155,7 @@ struct BuiltPanels {
   void fetch_ahead(int, size_t) const {}
 };
 
-// Panels stored in the weights by pack_quantized_panels. A block of a panel: the 16 scales d as
-// f16 (32 bytes), for affine4 the 16 minimums (32 bytes), then the codes: Q8_0's 8 vectors as a
-// built panel holds them; affine4's 4 vectors of nibbles, vector h holding bytes 4h..4h+3 of each
-// row's block in its lane (low nibbles: codes 4h..4h+3, high nibbles: codes 16 + 4h..).
+// Panels stored in the weights by pack_quantized_panels (StoredPanelBlock).
 template <bool Affine>
 struct StoredPanels {
   const uint8_t* first;  // block 0 of panel 0
@@ -188,8 +174,9 @@ struct StoredPanels {
       _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T1);
   }
   KIPP_AVX512 __m512i codes(int p, size_t b, int g) const {
-    if constexpr (!Affine) return _mm512_loadu_si512(at(p, b) + 32 + 64 * g);
-    const __m512i nibbles = _mm512_loadu_si512(at(p, b) + 64 + 64 * (g % 4));
+    constexpr size_t codes = stored_panel_block(Affine).codes_offset;
+    if constexpr (!Affine) return _mm512_loadu_si512(at(p, b) + codes + 64 * g);
+    const __m512i nibbles = _mm512_loadu_si512(at(p, b) + codes + 64 * (g % 4));
     return _mm512_and_si512(g < 4 ? nibbles : _mm512_srli_epi16(nibbles, 4), _mm512_set1_epi8(0x0F));
   }
 };
@@ -241,14 +228,14 @@ KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_
       const size_t at = (row + r) * blocks + b;
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p)
-        acc[r][p] = add_block<Affine>(acc[r][p], scales[p], mins[p], sums[r][p], in.q8_scale[at],
+        acc[r][p] = cpu::add_block<Affine>(acc[r][p], scales[p], mins[p], sums[r][p], in.q8_scale[at],
                                       Affine ? in.q8_scaled_sum[at] : 0.0f);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + r * out_stride + kPanelOutputs * p, store[p], acc[r][p]);
+    for (int p = 0; p < P; ++p) _mm512_mask_storeu_ps(out + r * out_stride + kPanelRows * p, store[p], acc[r][p]);
 }
 
 // Rows per tile for P panels: accumulators (an integer and a float one per row and panel), the
@@ -286,14 +273,14 @@ void multiply_panels(const Source& panels, int count, const PreparedInput& in, f
 template <bool Affine>
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   if (w.panels) {
-    const size_t block_bytes = kPanelOutputs * layout(Affine).block_bytes;
+    const size_t block_bytes = stored_panel_block(Affine).bytes;
     const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
     // 3-8 rows (batched decoding) take one panel at a time in a single tile: every panel is
     // read from memory once and no second tile re-reads it from L2.
     const size_t side_by_side = in.rows > 2 && in.rows <= static_cast<size_t>(tile_rows(1)) ? 1 : kMaxPanels;
-    for (size_t first = 0; first < w.rows; first += side_by_side * kPanelOutputs) {
-      const int count = first + side_by_side * kPanelOutputs <= w.rows ? static_cast<int>(side_by_side) : 1;
-      const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelOutputs * w.row_bytes, block_bytes};
+    for (size_t first = 0; first < w.rows; first += side_by_side * kPanelRows) {
+      const int count = first + side_by_side * kPanelRows <= w.rows ? static_cast<int>(side_by_side) : 1;
+      const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelRows * w.row_bytes, block_bytes};
       multiply_panels<Affine>(panels, count, in, out + first, out_stride, store);
     }
     return;
@@ -307,11 +294,11 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
       panel.scales.resize(blocks);
       panel.mins.resize(blocks);
     }
-  for (size_t first = 0; first < w.rows; first += kMaxPanels * kPanelOutputs) {
+  for (size_t first = 0; first < w.rows; first += kMaxPanels * kPanelRows) {
     __mmask16 store[kMaxPanels] = {};
     int count = 0;
-    for (; count < static_cast<int>(kMaxPanels) && first + count * kPanelOutputs < w.rows; ++count) {
-      const size_t start = first + count * kPanelOutputs, outputs = std::min(kPanelOutputs, w.rows - start);
+    for (; count < static_cast<int>(kMaxPanels) && first + count * kPanelRows < w.rows; ++count) {
+      const size_t start = first + count * kPanelRows, outputs = std::min(kPanelRows, w.rows - start);
       pack_panel(w, start, outputs, Affine, panels[count]);
       store[count] = static_cast<__mmask16>((1u << outputs) - 1);
     }
@@ -322,17 +309,17 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
 }  // namespace
 
 bool stores_panels(const WeightMatrix& w) {
-  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_1) && w.row_bytes != 0 && w.rows % kPanelOutputs == 0;
+  return (w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_1) && w.row_bytes != 0 && w.rows % kPanelRows == 0;
 }
 
 void pack_quantized_panels(const WeightMatrix& w, uint8_t* out) {
   const bool affine = w.type == GgmlType::Q4_1;
   const Layout shape = layout(affine);
-  const size_t blocks = w.cols / 32, heads = affine ? 64 : 32;
-  for (size_t first = 0; first < w.rows; first += kPanelOutputs)
+  const size_t blocks = w.cols / 32, heads = stored_panel_block(affine).codes_offset;
+  for (size_t first = 0; first < w.rows; first += kPanelRows)
     for (size_t b = 0; b < blocks; ++b) {
-      uint8_t* block = out + first * w.row_bytes + b * kPanelOutputs * shape.block_bytes;
-      for (size_t j = 0; j < kPanelOutputs; ++j) {
+      uint8_t* block = out + first * w.row_bytes + b * stored_panel_block(affine).bytes;
+      for (size_t j = 0; j < kPanelRows; ++j) {
         const uint8_t* source = w.data + (first + j) * w.row_bytes + b * shape.block_bytes;
         std::memcpy(block + 2 * j, source, 2);
         if (affine) std::memcpy(block + 32 + 2 * j, source + 2, 2);

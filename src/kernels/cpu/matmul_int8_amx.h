@@ -1,0 +1,26 @@
+// Q8_0 and affine4 (Q4_1) products on Intel AMX: TDPBSUD multiplies up to 16 rows of Q8 input
+// codes by one 32-column block of a stored panel of 16 weight rows (avx512::pack_quantized_panels
+// arranges them as the instruction reads them) into exact integer block sums, in one instruction
+// where VPDPBUSD takes 8 per input row. The vector units only apply the block scales, with the
+// reference's float sequence, so every result is the reference's bit for bit.
+#pragma once
+
+#include "kernels/matmul_input.h"
+#include "kernels/weights.h"
+
+namespace kipp::kernels::amx {
+
+// Fewer input rows go to the VNNI kernel (avx512::quantized_matmul), which streams the weights
+// faster while its 8 products per row and block still fit (bench/kernel_bench, alternated runs,
+// weight GB/s with AMX vs VNNI: 8 rows Q8_0 15.5-16.0 vs 12.7-16.2, affine4 11.6-12.8 vs 14.7;
+// 16 rows Q8_0 14 vs 10-11.5, affine4 9-10 vs 8; 64 rows Q8_0 5.1 vs 4.0, affine4 3.1 vs 2.3).
+inline constexpr size_t kMinTileRows = 9;
+
+// Whether this CPU has AMX-INT8 and amx::supported() holds (the process may use the tiles).
+bool int8_supported();
+
+// ref::matmul's contract for Q8_0 and Q4_1 weights stored as panels (w.panels, rows a multiple
+// of 16); the caller checks int8_supported().
+void quantized_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
+
+}  // namespace kipp::kernels::amx
