@@ -1,16 +1,24 @@
-# kipp bench on the tiny model: a short run whose JSON is checked against figures recomputed
-# from the model's config (tests/bench/check_bench_json.py), its help, and the errors.
-set(KIPP_BENCH_JSON ${CMAKE_BINARY_DIR}/bench_cli_tiny_bf16.json)
-add_test(NAME bench_cli_tiny
-         COMMAND $<TARGET_FILE:kipp> bench -m ${KIPP_TINY_GGUF} --prompt-len 8,16 --gen 4 --repeats 1 --batch 2
-                 --json ${KIPP_BENCH_JSON})
-set_tests_properties(bench_cli_tiny PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 FIXTURES_SETUP bench_tiny_json
-                     TIMEOUT 300 PASS_REGULAR_EXPRESSION "decode 4 after 8.*batch 2 x 4")
-add_test(NAME bench_cli_tiny_json
-         COMMAND ${KIPP_PY} ${CMAKE_CURRENT_SOURCE_DIR}/bench/check_bench_json.py ${KIPP_BENCH_JSON}
-                 --prompt-len 8,16 --gen 4 --batch 2)
-set_tests_properties(bench_cli_tiny_json PROPERTIES FIXTURES_REQUIRED bench_tiny_json TIMEOUT 60
-                     PASS_REGULAR_EXPRESSION "^PASS\n$")
+# kipp bench on the tiny model, BF16 and Q8_0 (whose prefill peak is the int8 one): a short run
+# whose JSON is checked against figures recomputed from the model's config
+# (tests/bench/check_bench_json.py), its help, and the errors.
+foreach(quant bf16 q8_0)
+  set(suffix "")
+  if(NOT quant STREQUAL "bf16")
+    set(suffix "_${quant}")
+  endif()
+  set(json ${CMAKE_BINARY_DIR}/bench_cli_tiny_${quant}.json)
+  add_test(NAME bench_cli_tiny${suffix}
+           COMMAND $<TARGET_FILE:kipp> bench -m ${KIPP_MODELS}/tiny-${quant}.gguf --prompt-len 8,16 --gen 4 --repeats 1
+                   --batch 2 --json ${json})
+  set_tests_properties(bench_cli_tiny${suffix} PROPERTIES FIXTURES_REQUIRED gguf_tiny_${quant}
+                       FIXTURES_SETUP bench_tiny_json_${quant} TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "decode 4 after 8.*batch 2 x 4")
+  add_test(NAME bench_cli_tiny${suffix}_json
+           COMMAND ${KIPP_PY} ${CMAKE_CURRENT_SOURCE_DIR}/bench/check_bench_json.py ${json}
+                   --prompt-len 8,16 --gen 4 --batch 2)
+  set_tests_properties(bench_cli_tiny${suffix}_json PROPERTIES FIXTURES_REQUIRED bench_tiny_json_${quant} TIMEOUT 60
+                       PASS_REGULAR_EXPRESSION "^PASS\n$")
+endforeach()
 
 add_test(NAME help_bench COMMAND $<TARGET_FILE:kipp> bench --help)
 set_tests_properties(help_bench PROPERTIES PASS_REGULAR_EXPRESSION "Usage:.*Options:.*--prompt-len.*docs/BENCH.md")
@@ -40,4 +48,13 @@ if(KIPP_BUILD_BENCH)
            COMMAND sh -c "\"$0\" --types q5 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kernel_bench>)
   set_tests_properties(kernel_bench_bad_type PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                        "^kernel_bench: unknown weight type 'q5' \\(bf16, q8_0 or affine4\\)\nexit=1\n$")
+  # bench/attention_bench the same way.
+  add_test(NAME attention_bench_small
+           COMMAND attention_bench --context 40 --sequences 1,3 --layers 2 --passes 1)
+  set_tests_properties(attention_bench_small PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
+                       "\"context\": 40.*\"kv_gb_per_second\".*\"sequences\": 3")
+  add_test(NAME attention_bench_bad_context
+           COMMAND sh -c "\"$0\" --context x 2>&1; echo \"exit=$?\"" $<TARGET_FILE:attention_bench>)
+  set_tests_properties(attention_bench_bad_context PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                       "^attention_bench: --context must be a positive whole number, got 'x'\nexit=1\n$")
 endif()

@@ -9,12 +9,12 @@
 namespace kipp::cli {
 namespace {
 
-// The peak a prefill on `type` weights is held against: the instruction the kernel table in use
-// multiplies that type with when this CPU has it, else FP32 FMA.
-const kernels::PeakRate* prefill_peak(const std::vector<kernels::PeakRate>& peaks, GgmlType type) {
+// The peak a prefill of `tokens` tokens on `type` weights is held against: the instruction the
+// kernel table in use multiplies that type and row count with when this CPU has it, else FP32 FMA.
+const kernels::PeakRate* prefill_peak(const std::vector<kernels::PeakRate>& peaks, GgmlType type, uint32_t tokens) {
   const kernels::KernelTable& table = kernels::cpu_kernels();
   const kernels::MultiplyAddKind wanted = projection_multiply_add_kind(
-      type, table.bf16_on_tiles, table.int8_on_tiles != nullptr && table.int8_on_tiles());
+      type, table.bf16_on_tiles, table.int8_on_tiles != nullptr && table.int8_on_tiles(tokens));
   for (const kernels::PeakRate& peak : peaks)
     if (peak.kind == wanted) return &peak;
   for (const kernels::PeakRate& peak : peaks)
@@ -59,7 +59,7 @@ PrefillFigures prefill_figures(const Model& model, const BenchResult& result, co
   PrefillFigures figures;
   figures.flops = prefill_flops(model, run.tokens);
   figures.flops_per_second = figures.flops * run.tokens_per_second.median / run.tokens;
-  figures.peak = prefill_peak(result.peaks, model.weights().layers.front().attn_q.type);
+  figures.peak = prefill_peak(result.peaks, model.weights().layers.front().attn_q.type, run.tokens);
   if (figures.peak) figures.fraction_of_peak = figures.flops_per_second / figures.peak->flops_per_second();
   return figures;
 }

@@ -106,11 +106,11 @@ def main():
         check(close(p["flops_per_second"], flops * p["tokens_per_second"]["median"] / L), f"prefill[{L}].flops_per_second")
         check(close(p["fraction_of_peak"], p["flops_per_second"] / p["peak_flops_per_second"]), f"prefill[{L}].fraction_of_peak")
         # The peak is that of the instruction the kernel table multiplies the projections with.
-        # (AMX integer tiles wherever the AMX table runs on a CPU with them, i.e. where kipp bench
-        # found the amx_int8 probe to run.)
+        # (AMX integer tiles for 9 rows or more wherever the AMX table runs on a CPU with them, i.e.
+        # where kipp bench found the amx_int8 probe to run.)
         amx_table = doc["engine"]["kernels"] == "avx512-amx-bf16"
         bf16_kind = "amx_bf16" if amx_table else "bf16_dot"
-        int8_kind = "amx_int8" if amx_table and "amx_int8" in peaks else "int8_dot"
+        int8_kind = "amx_int8" if amx_table and "amx_int8" in peaks and L >= 9 else "int8_dot"
         wanted = {"bf16": bf16_kind, "q8_0": int8_kind, "q4_1": int8_kind}.get(doc["model"]["projection_dtype"], "fp32_fma")
         if wanted not in peaks:
             wanted = "fp32_fma"

@@ -35,7 +35,7 @@ constexpr KernelTable kAmx{"avx512-amx-bf16",   &amx::dequantize_row, &portable:
                            &amx::matmul,        &portable::rms_norm,  &ref::rope_angles,
                            &portable::rope,     &avx512::attention_rows, &portable::swiglu,
                            &portable::add,      &portable::store_bf16, &amx::packs_weights,
-                           &amx::pack_weights,  true,                 &amx::int8_supported};
+                           &amx::pack_weights,  true,                 &amx::int8_tiles_for_rows};
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};

@@ -32,8 +32,9 @@ struct KernelTable {
   bool (*pack_weights)(const WeightMatrix& w, uint8_t* out) = nullptr;
   // Whether this table's BF16 products run on AMX tiles (the peak `kipp bench` holds them to).
   bool bf16_on_tiles = false;
-  // Whether its quantized products of many rows (prefill) run on AMX tiles on this CPU; null: never.
-  bool (*int8_on_tiles)() = nullptr;
+  // Whether its quantized products of `rows` input rows run on AMX tiles on this CPU (the peak
+  // `kipp bench` holds a prefill of that many tokens to); null: never.
+  bool (*int8_on_tiles)(size_t rows) = nullptr;
 };
 
 // The table in use: KIPP_KERNELS names one of available_kernel_tables() (an unknown or

@@ -239,7 +239,7 @@ void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
 
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   if (w.type == GgmlType::BF16 && w.panels) return packed_bf16_matmul(w, in, out, out_stride);
-  if (w.panels && avx512::stores_panels(w) && in.rows >= kMinTileRows && int8_supported())
+  if (w.panels && avx512::stores_panels(w) && int8_tiles_for_rows(in.rows))
     return quantized_panels_matmul(w, in, out, out_stride);
   avx512::matmul(w, in, out, out_stride);
 }

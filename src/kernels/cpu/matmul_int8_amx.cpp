@@ -180,6 +180,8 @@ bool int8_supported() {
   return usable;
 }
 
+bool int8_tiles_for_rows(size_t rows) { return rows >= kMinTileRows && int8_supported(); }
+
 // Groups of 16 input rows and one of the rest; with more than one group, passes of
 // kPanelsPerPass panels that every group multiplies before the next pass.
 KIPP_AMX_INT8 void quantized_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out,

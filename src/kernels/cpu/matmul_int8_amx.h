@@ -19,6 +19,10 @@ inline constexpr size_t kMinTileRows = 9;
 // Whether this CPU has AMX-INT8 and amx::supported() holds (the process may use the tiles).
 bool int8_supported();
 
+// Whether amx::matmul multiplies packed Q8_0/affine4 weights by `rows` input rows on the tiles:
+// kMinTileRows or more on a CPU with int8_supported().
+bool int8_tiles_for_rows(size_t rows);
+
 // ref::matmul's contract for Q8_0 and Q4_1 weights stored as panels (w.panels, rows a multiple
 // of 16); the caller checks int8_supported().
 void quantized_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
