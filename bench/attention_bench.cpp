@@ -73,33 +73,20 @@ Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   const size_t items = sequences * kKvHeads;
 
-  const auto pass = [&] {
-    std::vector<std::thread> workers;
-    for (size_t t = 0; t < threads; ++t)
-      workers.emplace_back([&, t] {
-        for (size_t l = 0; l < layers; ++l) {
-          const size_t k_offset = l * kLayerBlockElements, v_offset = k_offset + kKvBlockPositions * kKvWidth;
-          // Round-robin, as the backend deals (sequence, kv head) items to its threads.
-          for (size_t item = t; item < items; item += threads) {
-            const size_t s = item / kKvHeads, g = item % kKvHeads;
-            const kipp::kernels::KvLayerView view{block_tables[s].data(), k_offset + g * kHeadRows,
-                                                  v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
-            const size_t at = s * kQueryHeads * kHeadDim + g * kGroup * kHeadDim;
-            table.attention_rows(q.data() + at, kQueryHeads * kHeadDim, 1, context - 1, kGroup, view, scale,
-                                 scratch[t].data(), out.data() + at, kQueryHeads * kHeadDim);
-          }
-        }
-      });
-    for (std::thread& worker : workers) worker.join();
-  };
-  pass();  // warm-up: pages touched, threads started once
-  std::vector<double> times;
-  for (size_t p = 0; p < passes; ++p) {
-    const Clock::time_point start = Clock::now();
-    pass();
-    times.push_back(seconds_since(start));
-  }
-  const double seconds = median(times);
+  const double seconds = kipp::bench::median_pass_seconds(threads, passes, [&](size_t t) {
+    for (size_t l = 0; l < layers; ++l) {
+      const size_t k_offset = l * kLayerBlockElements, v_offset = k_offset + kKvBlockPositions * kKvWidth;
+      // Round-robin, as the backend deals (sequence, kv head) items to its threads.
+      for (size_t item = t; item < items; item += threads) {
+        const size_t s = item / kKvHeads, g = item % kKvHeads;
+        const kipp::kernels::KvLayerView view{block_tables[s].data(), k_offset + g * kHeadRows,
+                                              v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
+        const size_t at = s * kQueryHeads * kHeadDim + g * kGroup * kHeadDim;
+        table.attention_rows(q.data() + at, kQueryHeads * kHeadDim, 1, context - 1, kGroup, view, scale,
+                             scratch[t].data(), out.data() + at, kQueryHeads * kHeadDim);
+      }
+    }
+  });
   // The K and V bytes one pass must read: every visible position of every layer and sequence.
   const double bytes = 2.0 * 2.0 * static_cast<double>(context * kKvWidth * layers * sequences);
   return {seconds, bytes / seconds / 1e9, seconds * 1e6 / static_cast<double>(sequences * layers)};
@@ -117,14 +104,8 @@ void usage() {
 
 int main(int argc, char** argv) {
   std::vector<size_t> contexts = {64, 128, 512}, sequence_counts = {1, 8};
-  size_t layers = 28, passes = 7, threads = 2;
-  std::string out_path;
-  const auto counts = [](const std::string& list, const std::string& what) {
-    std::vector<size_t> parsed;
-    for (const std::string& item : split_list(list)) parsed.push_back(parse_count(kProgram, item, what));
-    if (parsed.empty()) die(what + " needs at least one value");
-    return parsed;
-  };
+  size_t layers = 28;
+  kipp::bench::CommonOptions common;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto value = [&] { return kipp::bench::option_value(kProgram, argc, argv, i); };
@@ -132,38 +113,23 @@ int main(int argc, char** argv) {
       usage();
       return 0;
     } else if (arg == "--context") {
-      contexts = counts(value(), arg);
+      contexts = kipp::bench::parse_counts(kProgram, value(), arg);
     } else if (arg == "--sequences") {
-      sequence_counts = counts(value(), arg);
+      sequence_counts = kipp::bench::parse_counts(kProgram, value(), arg);
     } else if (arg == "--layers") {
       layers = parse_count(kProgram, value(), arg);
-    } else if (arg == "--passes") {
-      passes = parse_count(kProgram, value(), arg);
-    } else if (arg == "--threads") {
-      threads = parse_count(kProgram, value(), arg);
-    } else if (arg == "--out") {
-      out_path = value();
-    } else {
+    } else if (!kipp::bench::take_common_option(kProgram, argc, argv, i, common)) {
       die("unknown option '" + arg + "' (see --help)");
     }
   }
 
   const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
-  const kipp::kernels::BandwidthResult bandwidth =
-      kipp::bench::must(kipp::kernels::read_bandwidth(static_cast<uint32_t>(threads)), "bandwidth probe");
+  auto [result, bandwidth] = kipp::bench::start_result(kProgram, argc, argv, table.name, common.threads);
   std::mt19937 rng(7);
-  nlohmann::json result;
-  kipp::bench::record_machine_and_command(result, kProgram, argc, argv);
-  result["kernels"] = table.name;
-  result["threads"] = threads;
-  result["bandwidth_gb_per_second"] = {{"best", bandwidth.best_gb_per_second},
-                                       {"median", bandwidth.median_gb_per_second}};
   result["shape"] = {{"query_heads", kQueryHeads}, {"kv_heads", kKvHeads}, {"head_dim", kHeadDim}, {"layers", layers}};
-  std::fprintf(stderr, "bandwidth %.1f GB/s best, %.1f median; kernels %s, %zu threads\n",
-               bandwidth.best_gb_per_second, bandwidth.median_gb_per_second, table.name, threads);
   for (size_t sequences : sequence_counts)
     for (size_t context : contexts) {
-      const Measured m = measure(table, context, sequences, layers, passes, threads, rng);
+      const Measured m = measure(table, context, sequences, layers, common.passes, common.threads, rng);
       std::fprintf(stderr, "sequences %2zu context %5zu  %7.2f GB/s K/V (%3.0f%% of median bandwidth)  %7.1f us per sequence and layer\n",
                    sequences, context, m.kv_gb_per_second, 100 * m.kv_gb_per_second / bandwidth.median_gb_per_second,
                    m.microseconds_per_sequence_layer);
@@ -174,6 +140,6 @@ int main(int argc, char** argv) {
                                 {"of_median_bandwidth", m.kv_gb_per_second / bandwidth.median_gb_per_second},
                                 {"microseconds_per_sequence_layer", m.microseconds_per_sequence_layer}});
     }
-  kipp::bench::write_result(kProgram, result, out_path);
+  kipp::bench::write_result(kProgram, result, common.out_path);
   return 0;
 }

@@ -1,9 +1,11 @@
-// Small helpers the benchmark executables share: failing loudly, timing, medians, option values,
-// the machine and command recorded with each result, and writing the result.
+// Small helpers the benchmark executables share: failing loudly, timing passes on threads,
+// medians, option values, the machine, command and bandwidth recorded with each result, and
+// writing the result.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -17,6 +19,7 @@
 
 #include "core/files.h"
 #include "core/status.h"
+#include "kernels/cpu/machine_probe.h"
 
 namespace kipp::bench {
 
@@ -83,12 +86,85 @@ inline size_t parse_count(const std::string& program, const std::string& text, c
   return value;
 }
 
+// The options the kernel benchmarks share.
+struct CommonOptions {
+  size_t passes = 7;
+  size_t threads = 2;
+  std::string out_path;
+};
+
+// Takes argv[i] when it is --passes, --threads or --out (stepping `i` onto its value) and
+// returns true; false for any other argument.
+inline bool take_common_option(const std::string& program, int argc, char** argv, int& i, CommonOptions& options) {
+  const std::string arg = argv[i];
+  if (arg == "--passes") {
+    options.passes = parse_count(program, option_value(program, argc, argv, i), arg);
+  } else if (arg == "--threads") {
+    options.threads = parse_count(program, option_value(program, argc, argv, i), arg);
+  } else if (arg == "--out") {
+    options.out_path = option_value(program, argc, argv, i);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A comma-separated list of positive whole numbers; dies naming `what` when it holds none or a
+// bad one.
+inline std::vector<size_t> parse_counts(const std::string& program, const std::string& list, const std::string& what) {
+  std::vector<size_t> counts;
+  for (const std::string& item : split_list(list)) counts.push_back(parse_count(program, item, what));
+  if (counts.empty()) die(program, what + " needs at least one value");
+  return counts;
+}
+
+// The median time of `passes` passes, after one untimed warm-up (pages touched, caches and
+// threads started once), where a pass runs thread_body(t) on `threads` threads t at once.
+template <typename ThreadBody>
+double median_pass_seconds(size_t threads, size_t passes, const ThreadBody& thread_body) {
+  const auto pass = [&] {
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < threads; ++t) workers.emplace_back([&, t] { thread_body(t); });
+    for (std::thread& worker : workers) worker.join();
+  };
+  pass();
+  std::vector<double> times;
+  for (size_t p = 0; p < passes; ++p) {
+    const Clock::time_point start = Clock::now();
+    pass();
+    times.push_back(seconds_since(start));
+  }
+  return median(std::move(times));
+}
+
 // Records the machine and the command line (as run from the repository root) in `result`.
 inline void record_machine_and_command(nlohmann::json& result, const std::string& program, int argc, char** argv) {
   result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
   std::string command = "build/release/bench/" + program;
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   result["command"] = command;
+}
+
+// A result started with the machine, the command, the kernel table, the thread count and the
+// read bandwidth probed on those threads (also printed on stderr), and that bandwidth.
+struct StartedResult {
+  nlohmann::json result;
+  kipp::kernels::BandwidthResult bandwidth;
+};
+
+inline StartedResult start_result(const std::string& program, int argc, char** argv, const char* kernels,
+                                  size_t threads) {
+  StartedResult started;
+  started.bandwidth = must(kipp::kernels::read_bandwidth(static_cast<uint32_t>(threads)), "bandwidth probe");
+  nlohmann::json& result = started.result;
+  record_machine_and_command(result, program, argc, argv);
+  result["kernels"] = kernels;
+  result["threads"] = threads;
+  result["bandwidth_gb_per_second"] = {{"best", started.bandwidth.best_gb_per_second},
+                                       {"median", started.bandwidth.median_gb_per_second}};
+  std::fprintf(stderr, "bandwidth %.1f GB/s best, %.1f median; kernels %s, %zu threads\n",
+               started.bandwidth.best_gb_per_second, started.bandwidth.median_gb_per_second, kernels, threads);
+  return started;
 }
 
 // Prints `result` on stdout and, unless `out_path` is empty, writes it there too.

@@ -95,33 +95,20 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
   const kipp::kernels::PreparedInput in = table.prepare_input(format, x.data(), rows, cols, cols, storage.data());
   std::vector<float> out(rows * outputs);
 
-  const auto pass = [&] {
-    std::vector<std::thread> workers;
-    for (size_t t = 0; t < threads; ++t)
-      workers.emplace_back([&, t] {
-        // Whole panels of 16 outputs each, as the backend shares them.
-        const size_t units = (outputs + 15) / 16;
-        const size_t begin = std::min(outputs, 16 * (units * t / threads));
-        const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
-        for (size_t c = 0; c < copies; ++c) {
-          const uint8_t* data = weights.data() + c * one.size();
-          kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
-          w.panels = panels;
-          w.data += begin * w.row_bytes;
-          w.rows = end - begin;
-          table.matmul(w, in, out.data() + begin, outputs);
-        }
-      });
-    for (std::thread& worker : workers) worker.join();
-  };
-  pass();  // warm-up: pages touched, threads started once
-  std::vector<double> times;
-  for (size_t p = 0; p < passes; ++p) {
-    const Clock::time_point start = Clock::now();
-    pass();
-    times.push_back(seconds_since(start));
-  }
-  const double seconds = median(times);
+  const double seconds = kipp::bench::median_pass_seconds(threads, passes, [&](size_t t) {
+    // Whole panels of 16 outputs each, as the backend shares them.
+    const size_t units = (outputs + 15) / 16;
+    const size_t begin = std::min(outputs, 16 * (units * t / threads));
+    const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
+    for (size_t c = 0; c < copies; ++c) {
+      const uint8_t* data = weights.data() + c * one.size();
+      kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
+      w.panels = panels;
+      w.data += begin * w.row_bytes;
+      w.rows = end - begin;
+      table.matmul(w, in, out.data() + begin, outputs);
+    }
+  });
   return {seconds, static_cast<double>(weights.size()) / seconds / 1e9,
           2.0 * static_cast<double>(rows * outputs * cols * copies) / seconds / 1e9};
 }
@@ -139,8 +126,8 @@ void usage() {
 int main(int argc, char** argv) {
   std::vector<std::string> types = {"bf16", "q8_0", "affine4"};
   std::vector<size_t> row_counts = {1, 2, 8, 64};
-  size_t outputs = 3072, cols = 1024, mib = 384, passes = 7, threads = 2;
-  std::string out_path;
+  size_t outputs = 3072, cols = 1024, mib = 384;
+  kipp::bench::CommonOptions common;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto value = [&] { return kipp::bench::option_value(kProgram, argc, argv, i); };
@@ -150,47 +137,31 @@ int main(int argc, char** argv) {
     } else if (arg == "--types") {
       types = split_list(value());
     } else if (arg == "--rows") {
-      row_counts.clear();
-      for (const std::string& item : split_list(value())) row_counts.push_back(parse_count(kProgram, item, "--rows"));
+      row_counts = kipp::bench::parse_counts(kProgram, value(), arg);
     } else if (arg == "--outputs") {
       outputs = parse_count(kProgram, value(), arg);
     } else if (arg == "--cols") {
       cols = parse_count(kProgram, value(), arg);
     } else if (arg == "--mib") {
       mib = parse_count(kProgram, value(), arg);
-    } else if (arg == "--passes") {
-      passes = parse_count(kProgram, value(), arg);
-    } else if (arg == "--threads") {
-      threads = parse_count(kProgram, value(), arg);
-    } else if (arg == "--out") {
-      out_path = value();
-    } else {
+    } else if (!kipp::bench::take_common_option(kProgram, argc, argv, i, common)) {
       die("unknown option '" + arg + "' (see --help)");
     }
   }
   if (cols % kipp::kQuantBlock != 0) die("--cols must be a multiple of 32");
-  if (types.empty() || row_counts.empty()) die("--types and --rows need at least one value");
+  if (types.empty()) die("--types needs at least one value");
   std::vector<GgmlType> parsed_types;
   for (const std::string& name : types) parsed_types.push_back(parse_type(name));
 
   const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
-  const kipp::kernels::BandwidthResult bandwidth =
-      kipp::bench::must(kipp::kernels::read_bandwidth(static_cast<uint32_t>(threads)), "bandwidth probe");
+  auto [result, bandwidth] = kipp::bench::start_result(kProgram, argc, argv, table.name, common.threads);
   std::mt19937 rng(7);
-  nlohmann::json result;
-  kipp::bench::record_machine_and_command(result, kProgram, argc, argv);
-  result["kernels"] = table.name;
-  result["threads"] = threads;
-  result["bandwidth_gb_per_second"] = {{"best", bandwidth.best_gb_per_second},
-                                       {"median", bandwidth.median_gb_per_second}};
   result["shape"] = {{"outputs", outputs}, {"cols", cols}, {"weight_mib", mib}};
-  std::fprintf(stderr, "bandwidth %.1f GB/s best, %.1f median; kernels %s, %zu threads\n",
-               bandwidth.best_gb_per_second, bandwidth.median_gb_per_second, table.name, threads);
   for (size_t i = 0; i < types.size(); ++i) {
     const std::string& name = types[i];
     const GgmlType type = parsed_types[i];
     for (size_t rows : row_counts) {
-      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, passes, threads, rng);
+      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, common.passes, common.threads, rng);
       std::fprintf(stderr, "%-8s rows %4zu  %7.2f GB/s (%3.0f%% of median bandwidth)  %7.1f GFLOP/s\n", name.c_str(),
                    rows, m.gb_per_second, 100 * m.gb_per_second / bandwidth.median_gb_per_second,
                    m.gflop_per_second);
@@ -202,6 +173,6 @@ int main(int argc, char** argv) {
                                 {"gflop_per_second", m.gflop_per_second}});
     }
   }
-  kipp::bench::write_result(kProgram, result, out_path);
+  kipp::bench::write_result(kProgram, result, common.out_path);
   return 0;
 }
