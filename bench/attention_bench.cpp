@@ -1,14 +1,15 @@
-// Decode attention alone, on the kernel table in use, against the machine's read bandwidth
-// measured in the same run: --sequences sequences each at --context positions, one query
-// position each, over --layers layers of the 0.6b model's attention shape (16 query heads over
-// 8 K/V heads of 128), as a batched decode step runs it after the projections. Each sequence
-// has its own K/V blocks, so a pass reads every sequence's K and V from memory, not cache.
+// Attention alone, on the kernel table in use, against the machine's read bandwidth measured in
+// the same run: --sequences sequences each at --context positions, its last --rows positions
+// the queries (1: a decode step, as a batched decode step runs it after the projections; 32: a
+// tile of a prefill), over --layers layers of the 0.6b model's attention shape (16 query heads
+// over 8 K/V heads of 128). Each sequence has its own K/V blocks, so a pass reads every
+// sequence's K and V from memory, not cache.
 //
 // Each of --threads threads takes an equal share of the (sequence, kv head) items of every
 // layer for a whole pass, so no synchronisation is timed. Medians of --passes passes.
 //
-// Usage: attention_bench [--context 64,128,512] [--sequences 1,8] [--layers 28] [--passes 7]
-//                        [--threads 2] [--out FILE.json]
+// Usage: attention_bench [--context 64,128,512] [--sequences 1,8] [--rows 1] [--layers 28]
+//                        [--passes 7] [--threads 2] [--out FILE.json]
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -47,11 +48,14 @@ constexpr size_t kHeadRows = kKvBlockPositions * kHeadDim;
 struct Measured {
   double seconds;  // median pass
   double kv_gb_per_second;
+  double gflop_per_second;
   double microseconds_per_sequence_layer;
 };
 
-Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t sequences, size_t layers,
-                 size_t passes, size_t threads, std::mt19937& rng) {
+// `rows` query positions per sequence, the last `rows` of its `context` (1: a decode step; 32:
+// a prefill tile, as the backend hands attention 32 rows of one sequence at most).
+Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t rows, size_t sequences,
+                 size_t layers, size_t passes, size_t threads, std::mt19937& rng) {
   const size_t blocks = (context + kKvBlockPositions - 1) / kKvBlockPositions;
   // Per sequence, its blocks, each holding every layer's K and V as the backend's pool does.
   std::vector<std::vector<uint16_t>> storage(sequences * blocks);
@@ -66,9 +70,10 @@ Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t
   for (size_t s = 0; s < sequences; ++s)
     for (size_t b = 0; b < blocks; ++b) block_tables[s].push_back(storage[s * blocks + b].data());
 
-  std::vector<float> q(sequences * kQueryHeads * kHeadDim), out(q.size());
+  const size_t row_width = kQueryHeads * kHeadDim, sequence_width = rows * row_width;
+  std::vector<float> q(sequences * sequence_width), out(q.size());
   for (float& v : q) v = normal(rng);
-  const size_t scratch_floats = kipp::kernels::ref::attention_scratch_floats(context, 1, kGroup, kHeadDim);
+  const size_t scratch_floats = kipp::kernels::ref::attention_scratch_floats(context, rows, kGroup, kHeadDim);
   std::vector<std::vector<float>> scratch(threads, std::vector<float>(scratch_floats));
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   const size_t items = sequences * kKvHeads;
@@ -81,29 +86,35 @@ Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t
         const size_t s = item / kKvHeads, g = item % kKvHeads;
         const kipp::kernels::KvLayerView view{block_tables[s].data(), k_offset + g * kHeadRows,
                                               v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
-        const size_t at = s * kQueryHeads * kHeadDim + g * kGroup * kHeadDim;
-        table.attention_rows(q.data() + at, kQueryHeads * kHeadDim, 1, context - 1, kGroup, view, scale,
-                             scratch[t].data(), out.data() + at, kQueryHeads * kHeadDim);
+        const size_t at = s * sequence_width + g * kGroup * kHeadDim;
+        table.attention_rows(q.data() + at, row_width, rows, context - rows, kGroup, view, scale, scratch[t].data(),
+                             out.data() + at, row_width);
       }
     }
   });
-  // The K and V bytes one pass must read: every visible position of every layer and sequence.
+  // The K and V bytes one pass must read: every visible position of every layer and sequence;
+  // the FLOPs: Q.K and P.V over every visible (query, key) pair, per query head.
   const double bytes = 2.0 * 2.0 * static_cast<double>(context * kKvWidth * layers * sequences);
-  return {seconds, bytes / seconds / 1e9, seconds * 1e6 / static_cast<double>(sequences * layers)};
+  const double pairs = static_cast<double>(rows) * static_cast<double>(context - rows) +
+                       static_cast<double>(rows) * static_cast<double>(rows + 1) / 2;
+  const double flops = 2.0 * 2.0 * pairs * kHeadDim * kQueryHeads * static_cast<double>(layers * sequences);
+  return {seconds, bytes / seconds / 1e9, flops / seconds / 1e9, seconds * 1e6 / static_cast<double>(sequences * layers)};
 }
 
 void usage() {
-  std::cout << "Usage: attention_bench [--context 64,128,512] [--sequences 1,8] [--layers 28] [--passes 7]\n"
-               "                       [--threads 2] [--out FILE.json]\n"
-               "Times the kernel table's decode attention alone (one query position per sequence, the\n"
-               "0.6b model's 16 query heads over 8 K/V heads of 128) over --layers layers of K/V per\n"
-               "sequence, and reports the K/V bytes/s against the read bandwidth measured in the same run.\n";
+  std::cout << "Usage: attention_bench [--context 64,128,512] [--sequences 1,8] [--rows 1] [--layers 28]\n"
+               "                       [--passes 7] [--threads 2] [--out FILE.json]\n"
+               "Times the kernel table's attention alone (the last --rows positions of each sequence as\n"
+               "queries: 1 a decode step, up to 32 a prefill tile; the 0.6b model's 16 query heads over 8\n"
+               "K/V heads of 128) over --layers layers of K/V per sequence, and reports the K/V bytes/s\n"
+               "against the read bandwidth measured in the same run, and FLOP/s.\n";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<size_t> contexts = {64, 128, 512}, sequence_counts = {1, 8};
+  size_t rows = 1;
   size_t layers = 28;
   kipp::bench::CommonOptions common;
   for (int i = 1; i < argc; ++i) {
@@ -116,6 +127,8 @@ int main(int argc, char** argv) {
       contexts = kipp::bench::parse_counts(kProgram, value(), arg);
     } else if (arg == "--sequences") {
       sequence_counts = kipp::bench::parse_counts(kProgram, value(), arg);
+    } else if (arg == "--rows") {
+      rows = parse_count(kProgram, value(), arg);
     } else if (arg == "--layers") {
       layers = parse_count(kProgram, value(), arg);
     } else if (!kipp::bench::take_common_option(kProgram, argc, argv, i, common)) {
@@ -123,21 +136,28 @@ int main(int argc, char** argv) {
     }
   }
 
+  for (size_t context : contexts)
+    if (context < rows) die("--context " + std::to_string(context) + " is shorter than --rows " + std::to_string(rows));
+  if (rows > 32) die("--rows is at most 32 (the backend's tile of query rows)");
   const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
   auto [result, bandwidth] = kipp::bench::start_result(kProgram, argc, argv, table.name, common.threads);
   std::mt19937 rng(7);
-  result["shape"] = {{"query_heads", kQueryHeads}, {"kv_heads", kKvHeads}, {"head_dim", kHeadDim}, {"layers", layers}};
+  result["shape"] = {{"query_heads", kQueryHeads}, {"kv_heads", kKvHeads}, {"head_dim", kHeadDim},
+                     {"layers", layers},          {"query_rows", rows}};
   for (size_t sequences : sequence_counts)
     for (size_t context : contexts) {
-      const Measured m = measure(table, context, sequences, layers, common.passes, common.threads, rng);
-      std::fprintf(stderr, "sequences %2zu context %5zu  %7.2f GB/s K/V (%3.0f%% of median bandwidth)  %7.1f us per sequence and layer\n",
+      const Measured m = measure(table, context, rows, sequences, layers, common.passes, common.threads, rng);
+      std::fprintf(stderr,
+                   "sequences %2zu context %5zu  %7.2f GB/s K/V (%3.0f%% of median bandwidth)  %7.1f GFLOP/s  %7.1f us "
+                   "per sequence and layer\n",
                    sequences, context, m.kv_gb_per_second, 100 * m.kv_gb_per_second / bandwidth.median_gb_per_second,
-                   m.microseconds_per_sequence_layer);
+                   m.gflop_per_second, m.microseconds_per_sequence_layer);
       result["runs"].push_back({{"sequences", sequences},
                                 {"context", context},
                                 {"median_pass_seconds", m.seconds},
                                 {"kv_gb_per_second", m.kv_gb_per_second},
                                 {"of_median_bandwidth", m.kv_gb_per_second / bandwidth.median_gb_per_second},
+                                {"gflop_per_second", m.gflop_per_second},
                                 {"microseconds_per_sequence_layer", m.microseconds_per_sequence_layer}});
     }
   kipp::bench::write_result(kProgram, result, common.out_path);

@@ -51,6 +51,10 @@ if(KIPP_BUILD_BENCH)
   # bench/attention_bench the same way.
   add_test(NAME attention_bench_small
            COMMAND attention_bench --context 40 --sequences 1,3 --layers 2 --passes 1)
+  add_test(NAME attention_bench_prefill_tile
+           COMMAND attention_bench --rows 32 --context 40,100 --sequences 2 --layers 2 --passes 1)
+  set_tests_properties(attention_bench_prefill_tile PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
+                       "\"context\": 100.*\"gflop_per_second\".*\"query_rows\": 32")
   set_tests_properties(attention_bench_small PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
                        "\"context\": 40.*\"kv_gb_per_second\".*\"sequences\": 3")
   add_test(NAME attention_bench_bad_context
