@@ -125,7 +125,7 @@ KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const Block& k
   return reduce16(partial);
 }
 
-// Scores of two queries against keys first..first + 7, each key widened once for both: lanes
+// Scores of two queries against keys first..first + 7, each key read once for both: lanes
 // 0-7 the first query's, 8-15 the second's. Each score is the same sequence as scores16's.
 template <size_t Chunks, typename Block>
 KIPP_AVX512 inline __m512 scores8x2(const float* first_query, const float* second_query, const Block& keys,
@@ -234,8 +234,8 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
     };
     // Three passes over the tile's queries, each a loop of independent iterations the core
     // can overlap: the block's scores, the softmax update, the weighted sum of the values.
-    // Queries are walked as (row, head h of the group), query i = row * group + h: no division
-    // per query (a 64-bit division took a tenth of a prefill tile's time).
+    // Queries are walked as (row, head h of the group), query i = row * group + h, so no query
+    // index is divided by the group size.
     const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
     const __m512 scale_v = _mm512_set1_ps(scale);
     for (size_t row = 0; row < rows; ++row) {

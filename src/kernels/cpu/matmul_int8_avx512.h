@@ -35,7 +35,8 @@ struct StoredPanelBlock {
 };
 constexpr size_t kPanelRows = 16;
 constexpr StoredPanelBlock stored_panel_block(bool affine) {
-  return affine ? StoredPanelBlock{kPanelRows * sizeof(BlockAffine4), 64} : StoredPanelBlock{kPanelRows * sizeof(BlockQ8_0), 32};
+  return affine ? StoredPanelBlock{kPanelRows * sizeof(BlockAffine4), 64}
+                : StoredPanelBlock{kPanelRows * sizeof(BlockQ8_0), 32};
 }
 
 }  // namespace kipp::kernels::avx512
