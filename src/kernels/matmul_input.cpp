@@ -30,4 +30,24 @@ size_t prepared_input_bytes(InputFormat format, size_t rows, size_t cols) {
   return 0;
 }
 
+PreparedInput input_layout(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
+                           void* storage) {
+  PreparedInput in;
+  in.format = format;
+  in.rows = rows;
+  in.cols = cols;
+  in.f32 = x;
+  in.f32_stride = x_stride;
+  if (format == InputFormat::BF16) {
+    in.bf16 = static_cast<uint16_t*>(storage);
+  } else if (format == InputFormat::Q8) {
+    const size_t blocks = rows * cols / kInputBlock;
+    in.q8 = static_cast<int8_t*>(storage);
+    in.q8_scale = reinterpret_cast<float*>(in.q8 + rows * cols);
+    in.q8_sum = reinterpret_cast<int32_t*>(in.q8_scale + blocks);
+    in.q8_scaled_sum = reinterpret_cast<float*>(in.q8_sum + blocks);
+  }
+  return in;
+}
+
 }  // namespace kipp::kernels

@@ -24,21 +24,30 @@ InputFormat input_format(GgmlType weight_type);
 
 inline constexpr size_t kInputBlock = 32;
 
-// A view of `rows` prepared rows of `cols` values (cols a multiple of 32 for Q8).
+// A view of `rows` prepared rows of `cols` values (cols a multiple of 32 for Q8), over storage
+// that a kernel table's prepare_rows fills (products only read it).
 struct PreparedInput {
   InputFormat format = InputFormat::F32;
   size_t rows = 0;
   size_t cols = 0;
-  const float* f32 = nullptr;  // F32: row r at f32 + r * f32_stride (the caller's floats)
+  // The caller's floats, row r at f32 + r * f32_stride: what F32 products read, and what BF16
+  // and Q8 rows are prepared from.
+  const float* f32 = nullptr;
   size_t f32_stride = 0;
-  const uint16_t* bf16 = nullptr;  // BF16: rows * cols
-  const int8_t* q8 = nullptr;      // Q8: rows * cols codes
-  const float* q8_scale = nullptr;       // Q8: rows * cols / 32 scales d
-  const int32_t* q8_sum = nullptr;       // Q8: rows * cols / 32 code sums
-  const float* q8_scaled_sum = nullptr;  // Q8: rows * cols / 32 values d * (code sum), in FP32
+  uint16_t* bf16 = nullptr;         // BF16: rows * cols
+  int8_t* q8 = nullptr;             // Q8: rows * cols codes
+  float* q8_scale = nullptr;        // Q8: rows * cols / 32 scales d
+  int32_t* q8_sum = nullptr;        // Q8: rows * cols / 32 code sums
+  float* q8_scaled_sum = nullptr;   // Q8: rows * cols / 32 values d * (code sum), in FP32
 };
 
-// Bytes of storage prepare_input needs for `rows` x `cols` in `format` (0 for F32).
+// Bytes of storage `rows` x `cols` in `format` take (0 for F32).
 size_t prepared_input_bytes(InputFormat format, size_t rows, size_t cols);
+
+// The view of `rows` rows of `cols` floats (row r at x + r * x_stride) prepared in `format` into
+// storage (prepared_input_bytes of it, 4-byte aligned), with nothing prepared yet. Each row's
+// values have their own place, so the rows can be prepared in any split (by several threads).
+PreparedInput input_layout(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
+                           void* storage);
 
 }  // namespace kipp::kernels

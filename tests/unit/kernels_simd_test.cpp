@@ -293,7 +293,8 @@ TEST(KernelSimdElementwise, EqualReference) {
       table->rope(got.data(), 4, head_dim, cos.data(), sin.data());
       ASSERT_EQ(expected, got);
     }
-    // Prepared inputs are bit for bit the reference's, in both formats.
+    // Prepared inputs are bit for bit the reference's, in both formats, also when the rows are
+    // prepared in parts (as the backend's threads do).
     for (kipp::kernels::InputFormat format : {kipp::kernels::InputFormat::BF16, kipp::kernels::InputFormat::Q8}) {
       constexpr size_t kRows = 3, kCols = 96, kStride = 100;
       std::vector<float> x(kRows * kStride);
@@ -310,7 +311,10 @@ TEST(KernelSimdElementwise, EqualReference) {
       const size_t bytes = kipp::kernels::prepared_input_bytes(format, kRows, kCols);
       std::vector<uint8_t> expected(bytes), got(bytes);
       ref::prepare_input(format, x.data(), kRows, kStride, kCols, expected.data());
-      table->prepare_input(format, x.data(), kRows, kStride, kCols, got.data());
+      const kipp::kernels::PreparedInput in =
+          kipp::kernels::input_layout(format, x.data(), kRows, kStride, kCols, got.data());
+      table->prepare_rows(in, 1, kRows - 1);
+      table->prepare_rows(in, 0, 1);
       ASSERT_EQ(expected, got);
     }
   }

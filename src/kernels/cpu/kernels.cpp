@@ -13,25 +13,25 @@
 namespace kipp::kernels {
 namespace {
 
-constexpr KernelTable kReference{"reference",     &ref::dequantize_row, &ref::prepare_input, &ref::matmul,
+constexpr KernelTable kReference{"reference",     &ref::dequantize_row, &ref::prepare_rows, &ref::matmul,
                                  &ref::rms_norm,  &ref::rope_angles,    &ref::rope,          &ref::attention_rows,
                                  &ref::swiglu,    &ref::add,            &ref::store_bf16};
 
 // Highway's best target for this CPU for everything.
-constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &portable::prepare_input,
+constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &portable::prepare_rows,
                                 &portable::matmul,   &portable::rms_norm,  &ref::rope_angles,
                                 &portable::rope,     &portable::attention_rows, &portable::swiglu,
                                 &portable::add,      &portable::store_bf16};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
-constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_input,
+constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_rows,
                               &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
                               &portable::rope,     &avx512::attention_rows, &portable::swiglu,
                               &portable::add,      &portable::store_bf16, &avx512::stores_panels,
                               &avx512::pack_weights};
 
 // The AVX-512 table with BF16 products, and quantized ones of 9 rows or more, on AMX tiles.
-constexpr KernelTable kAmx{"avx512-amx-bf16",   &amx::dequantize_row, &portable::prepare_input,
+constexpr KernelTable kAmx{"avx512-amx-bf16",   &amx::dequantize_row, &portable::prepare_rows,
                            &amx::matmul,        &portable::rms_norm,  &ref::rope_angles,
                            &portable::rope,     &avx512::attention_rows, &portable::swiglu,
                            &portable::add,      &portable::store_bf16, &amx::packs_weights,

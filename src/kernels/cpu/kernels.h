@@ -15,7 +15,7 @@ struct KernelTable {
   // Reads w as stored and, for BF16 matrices, as this table's pack_weights arranged them (a tied
   // output head, packed, serves the token embedding's lookups too).
   decltype(&ref::dequantize_row) dequantize_row;
-  decltype(&ref::prepare_input) prepare_input;
+  decltype(&ref::prepare_rows) prepare_rows;
   decltype(&ref::matmul) matmul;
   decltype(&ref::rms_norm) rms_norm;
   decltype(&ref::rope_angles) rope_angles;

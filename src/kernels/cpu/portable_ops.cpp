@@ -265,32 +265,15 @@ HWY_EXPORT(Swiglu);
 HWY_EXPORT(Add);
 HWY_EXPORT(StoreBf16);
 
-PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
-                            void* storage) {
-  PreparedInput in;
-  in.format = format;
-  in.rows = rows;
-  in.cols = cols;
-  if (format == InputFormat::F32) {
-    in.f32 = x;
-    in.f32_stride = x_stride;
-  } else if (format == InputFormat::BF16) {
-    auto* out = static_cast<uint16_t*>(storage);
-    HWY_DYNAMIC_DISPATCH(PrepareBf16)(x, rows, x_stride, cols, out);
-    in.bf16 = out;
-  } else {
-    const size_t blocks = cols / kInputBlock;
-    auto* codes = static_cast<int8_t*>(storage);
-    auto* scales = reinterpret_cast<float*>(codes + rows * cols);
-    auto* sums = reinterpret_cast<int32_t*>(scales + rows * blocks);
-    auto* scaled_sums = reinterpret_cast<float*>(sums + rows * blocks);
-    HWY_DYNAMIC_DISPATCH(PrepareQ8)(x, rows, x_stride, cols, codes, scales, sums, scaled_sums);
-    in.q8 = codes;
-    in.q8_scale = scales;
-    in.q8_sum = sums;
-    in.q8_scaled_sum = scaled_sums;
+void prepare_rows(const PreparedInput& in, size_t first, size_t count) {
+  const size_t cols = in.cols, blocks = cols / kInputBlock;
+  const float* x = in.f32 + first * in.f32_stride;
+  if (in.format == InputFormat::BF16) {
+    HWY_DYNAMIC_DISPATCH(PrepareBf16)(x, count, in.f32_stride, cols, in.bf16 + first * cols);
+  } else if (in.format == InputFormat::Q8) {
+    HWY_DYNAMIC_DISPATCH(PrepareQ8)(x, count, in.f32_stride, cols, in.q8 + first * cols, in.q8_scale + first * blocks,
+                                    in.q8_sum + first * blocks, in.q8_scaled_sum + first * blocks);
   }
-  return in;
 }
 
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {

@@ -9,8 +9,7 @@
 
 namespace kipp::kernels::portable {
 
-PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
-                            void* storage);
+void prepare_rows(const PreparedInput& in, size_t first, size_t count);
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 void rms_norm(const float* x, const float* weight, float* out, size_t n, float eps);
 void rope(float* x, size_t heads, size_t head_dim, const float* cos, const float* sin);

@@ -64,37 +64,26 @@ void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
   std::memset(out, 0, w.cols * sizeof(float));  // unreachable: make_weight_matrix rejects it
 }
 
+void prepare_rows(const PreparedInput& in, size_t first, size_t count) {
+  const size_t cols = in.cols, blocks = cols / kInputBlock;
+  const float* x = in.f32 + first * in.f32_stride;
+  switch (in.format) {
+    case InputFormat::F32:
+      break;
+    case InputFormat::BF16:
+      for (size_t r = 0; r < count; ++r) f32_to_bf16_row(x + r * in.f32_stride, in.bf16 + (first + r) * cols, cols);
+      break;
+    case InputFormat::Q8:
+      quantize_q8_rows(x, count, in.f32_stride, cols, in.q8 + first * cols, in.q8_scale + first * blocks,
+                       in.q8_sum + first * blocks, in.q8_scaled_sum + first * blocks);
+      break;
+  }
+}
+
 PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
                             void* storage) {
-  PreparedInput in;
-  in.format = format;
-  in.rows = rows;
-  in.cols = cols;
-  switch (format) {
-    case InputFormat::F32:
-      in.f32 = x;
-      in.f32_stride = x_stride;
-      break;
-    case InputFormat::BF16: {
-      auto* out = static_cast<uint16_t*>(storage);
-      for (size_t r = 0; r < rows; ++r) f32_to_bf16_row(x + r * x_stride, out + r * cols, cols);
-      in.bf16 = out;
-      break;
-    }
-    case InputFormat::Q8: {
-      const size_t blocks = cols / kInputBlock;
-      auto* codes = static_cast<int8_t*>(storage);
-      auto* scales = reinterpret_cast<float*>(codes + rows * cols);
-      auto* sums = reinterpret_cast<int32_t*>(scales + rows * blocks);
-      auto* scaled_sums = reinterpret_cast<float*>(sums + rows * blocks);
-      quantize_q8_rows(x, rows, x_stride, cols, codes, scales, sums, scaled_sums);
-      in.q8 = codes;
-      in.q8_scale = scales;
-      in.q8_sum = sums;
-      in.q8_scaled_sum = scaled_sums;
-      break;
-    }
-  }
+  const PreparedInput in = input_layout(format, x, rows, x_stride, cols, storage);
+  prepare_rows(in, 0, rows);
   return in;
 }
 

@@ -22,9 +22,11 @@ float dot_bf16(const float* a, const uint16_t* b, size_t n);
 // Row `row` of `w` as float32.
 void dequantize_row(const WeightMatrix& w, size_t row, float* out);
 
-// Prepares `rows` rows of `cols` floats (row r at x + r * x_stride) in `format` (see
-// matmul_input.h) into `storage` (prepared_input_bytes of it, 4-byte aligned). Every
-// implementation prepares bit for bit the same values.
+// Prepares rows [first, first + count) of `in` (made by input_layout) from its floats, in its
+// format (see matmul_input.h). Every implementation prepares bit for bit the same values.
+void prepare_rows(const PreparedInput& in, size_t first, size_t count);
+
+// input_layout, then every row prepared by the reference.
 PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, size_t x_stride, size_t cols,
                             void* storage);
 
