@@ -92,7 +92,8 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
   for (float& v : x) v = normal(rng);
   const kipp::kernels::InputFormat format = kipp::kernels::input_format(type);
   std::vector<float> storage(kipp::kernels::prepared_input_bytes(format, rows, cols) / sizeof(float) + 1);
-  const kipp::kernels::PreparedInput in = kipp::kernels::input_layout(format, x.data(), rows, cols, cols, storage.data());
+  const kipp::kernels::PreparedInput in =
+      kipp::kernels::input_layout(format, x.data(), rows, cols, cols, storage.data());
   table.prepare_rows(in, 0, rows);
   std::vector<float> out(rows * outputs);
 

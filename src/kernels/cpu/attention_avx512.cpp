@@ -105,7 +105,8 @@ struct StoredBlock {
 
 // Fetches the rows of one kv head at positions [0, count) of a block's K or V into the cache.
 template <size_t Chunks>
-KIPP_AVX512 __attribute__((always_inline)) inline void fetch_rows(const uint16_t* first, size_t position_stride, size_t count) {
+KIPP_AVX512 __attribute__((always_inline)) inline void fetch_rows(const uint16_t* first, size_t position_stride,
+                                                                  size_t count) {
   for (size_t t = 0; t < count; ++t)
     for (size_t line = 0; line < Chunks * 16 * sizeof(uint16_t); line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(first + t * position_stride) + line, _MM_HINT_T0);
@@ -221,7 +222,8 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
     const uint16_t* block = kv.blocks[base / kBlock];
     // A few queries' products do not hide the memory latency of rows read one after another:
     // this block's values and the next block's keys are requested while the keys are scored,
-    // 8 positions of each per 8 keys scored. Spread so, the requests keep the line fill buffers
+    // 8 positions of each per 8 keys scored (a lone query, scored 16 keys at a time, requests
+    // them all before it starts). Spread so, the requests keep the line fill buffers
     // busy without stalling the scoring behind them; all at the start of the block they
     // measured 7-15% slower (bench/attention_bench, 8 sequences x 512 positions).
     const size_t next_count = base + kBlock <= last ? std::min(kBlock, last + 1 - base - kBlock) : 0;
