@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "core/machine_info.h"
 #include "core/status.h"
 #include "kernels/cpu/machine_probe.h"
 
@@ -44,18 +44,6 @@ inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-inline std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown";
 }
 
 // The value of the option argv[i], stepping `i` onto it; dies when the command line ends first.
@@ -139,7 +127,7 @@ double median_pass_seconds(size_t threads, size_t passes, const ThreadBody& thre
 
 // Records the machine and the command line (as run from the repository root) in `result`.
 inline void record_machine_and_command(nlohmann::json& result, const std::string& program, int argc, char** argv) {
-  result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
+  result["machine"] = kipp::machine_json(kipp::read_machine_info());
   std::string command = "build/release/bench/" + program;
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   result["command"] = command;

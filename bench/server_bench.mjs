@@ -79,14 +79,20 @@ function die(msg) {
 
 function machineFacts() {
   let cpu = '';
-  try { cpu = (/^model name\s*:\s*(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8')) || [])[1] || ''; } catch { /* not Linux */ }
+  let cpuSignature = '';
+  try {
+    const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
+    const field = (key) => (new RegExp(`^${key}\\s*:\\s*(.*)$`, 'm').exec(cpuinfo) || [])[1] || '';
+    cpu = field('model name');
+    if (field('cpu family')) cpuSignature = `family ${field('cpu family')} model ${field('model')} stepping ${field('stepping')}`;
+  } catch { /* not Linux */ }
   let commit = null;
   let dirty = null;
   try {
     commit = execFileSync('git', ['-C', REPO, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
     dirty = execFileSync('git', ['-C', REPO, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
   } catch { /* not a checkout */ }
-  return { cpu, cores: os.cpus().length, memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10, kernel: os.release(), node: process.version,
+  return { cpu, cpu_signature: cpuSignature, cores: os.cpus().length, memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10, kernel: os.release(), node: process.version,
     loadavg_at_start: os.loadavg().map((x) => Math.round(x * 100) / 100), git_commit: commit, git_dirty: dirty };
 }
 

@@ -25,7 +25,6 @@ namespace {
 using kipp::SpecialTokens;
 using kipp::Tokenizer;
 using kipp::bench::Clock;
-using kipp::bench::cpu_model;
 using kipp::bench::median;
 using kipp::bench::must;
 using kipp::bench::seconds_since;
@@ -78,7 +77,7 @@ int main(int argc, char** argv) {
   const double load_seconds = seconds_since(load_start);
 
   nlohmann::json result;
-  result["machine"] = {{"cpu", cpu_model()}, {"hardware_threads", std::thread::hardware_concurrency()}};
+  result["machine"] = kipp::machine_json(kipp::read_machine_info());
   result["repeats"] = repeats;
   result["tokenizer_create_seconds"] = load_seconds;
   std::printf("tokenizer created in %.3f s\n", load_seconds);

@@ -94,12 +94,7 @@ nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& resul
   const ModelConfig& c = model.config();
   nlohmann::ordered_json out;
   out["command"] = result.command;
-  nlohmann::ordered_json flags;
-  for (const auto& [name, present] : result.machine.flags) flags[name] = present;
-  out["machine"] = {{"cpu", result.machine.cpu_model},
-                    {"hardware_threads", result.machine.hardware_threads},
-                    {"memory_bytes", result.machine.memory_bytes},
-                    {"flags", flags}};
+  out["machine"] = machine_json(result.machine);
   out["model"] = {{"path", model.path()},
                   {"file_bytes", model.file_size()},
                   {"quant_scheme", std::string(quant_scheme_name(model.provenance().scheme))},
@@ -198,7 +193,9 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   std::string flags;
   for (const auto& [name, present] : result.machine.flags)
     if (present) flags += " " + name;
-  std::printf("machine   %s, %u hardware threads, %.1f GiB;%s\n", result.machine.cpu_model.c_str(),
+  const std::string signature =
+      result.machine.cpu_signature.empty() ? std::string() : " (" + result.machine.cpu_signature + ")";
+  std::printf("machine   %s%s, %u hardware threads, %.1f GiB;%s\n", result.machine.cpu_model.c_str(), signature.c_str(),
               result.machine.hardware_threads, static_cast<double>(result.machine.memory_bytes) / (1 << 30),
               flags.c_str());
   std::printf("engine    %s backend, kernels %s, %u threads\n", engine.backend().name(), kernels::cpu_kernels().name,

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/bench_runs.h"
-#include "cli/machine_info.h"
+#include "core/machine_info.h"
 #include "core/process_stats.h"
 #include "kernels/cpu/machine_probe.h"
 #include "runtime/engine.h"

@@ -36,6 +36,24 @@ def dig(doc, path):
     return node
 
 
+def cpu_signature_from_proc():
+    """"family F model M stepping S" of the first processor, or "" where /proc/cpuinfo has no family."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return ""
+    if "cpu family" not in fields or "model" not in fields:
+        return ""
+    stepping = f" stepping {fields['stepping']}" if fields.get("stepping") else ""
+    return f"family {fields['cpu family']} model {fields['model']}{stepping}"
+
+
 def check_spread(spread, where):
     numbers = all(isinstance(spread.get(key), (int, float)) and spread[key] > 0 for key in ("median", "min", "max"))
     check(numbers, f"{where}: median, min and max are not all positive numbers")
@@ -55,7 +73,7 @@ def main():
     with open(args.file, encoding="utf-8") as f:
         doc = json.load(f)
 
-    required = ["command", "machine.cpu", "machine.hardware_threads", "machine.memory_bytes",
+    required = ["command", "machine.cpu", "machine.cpu_signature", "machine.hardware_threads", "machine.memory_bytes",
                 "machine.flags.avx2", "machine.flags.avx512f", "machine.flags.avx512_bf16",
                 "machine.flags.avx512_vnni", "model.path", "model.file_bytes", "model.quant_scheme",
                 "model.projection_dtype", "model.config.hidden_size", "engine.kernels", "engine.threads",
@@ -72,6 +90,9 @@ def main():
     if failures:
         return report()
 
+    expected_signature = cpu_signature_from_proc()
+    check(doc["machine"]["cpu_signature"] == expected_signature,
+          f"machine.cpu_signature '{doc['machine']['cpu_signature']}', /proc/cpuinfo says '{expected_signature}'")
     check(" bench " in doc["command"] and "--json" in doc["command"], f"command '{doc['command']}' is not the bench command line")
     c = doc["model"]["config"]
     scheme = doc["model"]["quant_scheme"]

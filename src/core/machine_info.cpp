@@ -1,4 +1,4 @@
-#include "cli/machine_info.h"
+#include "core/machine_info.h"
 
 #include <fstream>
 #include <iterator>
@@ -6,7 +6,7 @@
 
 #include "core/process_stats.h"
 
-namespace kipp::cli {
+namespace kipp {
 namespace {
 
 // The value after "key<spaces>:" of a /proc line, or nothing when the line is another key.
@@ -38,14 +38,24 @@ MachineInfo read_machine_info() {
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, value;
   bool have_model = false;
-  while (std::getline(cpuinfo, line) && !(have_model && !flags_line.empty())) {
+  std::string family, model, stepping;
+  // The first processor's block holds every key; the loop ends at the blank line after it.
+  while (std::getline(cpuinfo, line) && !line.empty()) {
     if (!have_model && proc_value(line, "model name", value)) {
       info.cpu_model = value;
       have_model = true;
+    } else if (proc_value(line, "cpu family", value)) {
+      family = value;
+    } else if (proc_value(line, "model", value)) {
+      model = value;
+    } else if (proc_value(line, "stepping", value)) {
+      stepping = value;
     } else if (flags_line.empty() && proc_value(line, "flags", value)) {
       flags_line = " " + value + " ";
     }
   }
+  if (!family.empty() && !model.empty())
+    info.cpu_signature = "family " + family + " model " + model + (stepping.empty() ? "" : " stepping " + stepping);
   for (const char* flag : {"avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni"})
     info.flags.emplace_back(flag, flags_line.find(" " + std::string(flag) + " ") != std::string::npos);
 
@@ -58,6 +68,16 @@ MachineInfo read_machine_info() {
     break;
   }
   return info;
+}
+
+nlohmann::ordered_json machine_json(const MachineInfo& info) {
+  nlohmann::ordered_json flags = nlohmann::ordered_json::object();
+  for (const auto& [name, present] : info.flags) flags[name] = present;
+  return {{"cpu", info.cpu_model},
+          {"cpu_signature", info.cpu_signature},
+          {"hardware_threads", info.hardware_threads},
+          {"memory_bytes", info.memory_bytes},
+          {"flags", flags}};
 }
 
 std::string read_command_line() {
@@ -82,4 +102,4 @@ bool reset_peak_rss() {
   return static_cast<bool>(out);
 }
 
-}  // namespace kipp::cli
+}  // namespace kipp

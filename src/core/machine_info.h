@@ -3,14 +3,18 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace kipp::cli {
+namespace kipp {
 
 struct MachineInfo {
   std::string cpu_model;  // /proc/cpuinfo "model name", or "unknown"
+  // "family F model M stepping S" from /proc/cpuinfo, empty when unknown: a VM often shows only
+  // a vendor's name ("AMD EPYC"), and the family tells one core generation from the next.
+  std::string cpu_signature;
   unsigned hardware_threads = 0;
   uint64_t memory_bytes = 0;  // MemTotal; 0 when unknown
   // The instruction-set flags the kernels care about, in a fixed order, and whether present.
@@ -18,6 +22,9 @@ struct MachineInfo {
 };
 
 MachineInfo read_machine_info();
+
+// The JSON object benchmark results record the machine with.
+nlohmann::ordered_json machine_json(const MachineInfo& info);
 
 // This process's command line from /proc/self/cmdline, arguments shell-quoted where needed.
 std::string read_command_line();
@@ -27,4 +34,4 @@ std::string read_command_line();
 // 4.0+: writes "5" to /proc/self/clear_refs; false where that is not possible.
 bool reset_peak_rss();
 
-}  // namespace kipp::cli
+}  // namespace kipp
