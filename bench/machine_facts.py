@@ -14,8 +14,9 @@ def machine_facts():
     cpu = fields.get("model name", "")
     signature = ""
     if "cpu family" in fields:
-        signature = "family %s model %s stepping %s" % (
-            fields["cpu family"], fields.get("model", ""), fields.get("stepping", ""))
+        signature = "family %s model %s" % (fields["cpu family"], fields.get("model", ""))
+        if fields.get("stepping"):
+            signature += " stepping " + fields["stepping"]
     with open("/proc/meminfo") as f:
         mem_kib = int(f.readline().split()[1])
     return {"cpu": cpu, "cpu_signature": signature, "cores": os.cpu_count(), "memory_gib": round(mem_kib / 2**20, 1),

@@ -84,7 +84,7 @@ function machineFacts() {
     const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
     const field = (key) => (new RegExp(`^${key}\\s*:\\s*(.*)$`, 'm').exec(cpuinfo) || [])[1] || '';
     cpu = field('model name');
-    if (field('cpu family')) cpuSignature = `family ${field('cpu family')} model ${field('model')} stepping ${field('stepping')}`;
+    if (field('cpu family')) cpuSignature = `family ${field('cpu family')} model ${field('model')}${field('stepping') ? ` stepping ${field('stepping')}` : ''}`;
   } catch { /* not Linux */ }
   let commit = null;
   let dirty = null;

@@ -37,20 +37,18 @@ MachineInfo read_machine_info() {
   std::string flags_line;
   std::ifstream cpuinfo("/proc/cpuinfo");
   std::string line, value;
-  bool have_model = false;
   std::string family, model, stepping;
   // The first processor's block holds every key; the loop ends at the blank line after it.
   while (std::getline(cpuinfo, line) && !line.empty()) {
-    if (!have_model && proc_value(line, "model name", value)) {
+    if (proc_value(line, "model name", value)) {
       info.cpu_model = value;
-      have_model = true;
     } else if (proc_value(line, "cpu family", value)) {
       family = value;
     } else if (proc_value(line, "model", value)) {
       model = value;
     } else if (proc_value(line, "stepping", value)) {
       stepping = value;
-    } else if (flags_line.empty() && proc_value(line, "flags", value)) {
+    } else if (proc_value(line, "flags", value)) {
       flags_line = " " + value + " ";
     }
   }
