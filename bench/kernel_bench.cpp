@@ -21,6 +21,7 @@
 
 #include "bench_common.h"
 #include "core/half.h"
+#include "core/large_buffer.h"
 #include "format/quant.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/machine_probe.h"
@@ -84,8 +85,10 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
   const bool panels = table.pack_weights != nullptr && table.pack_weights(view, packed.data());
   if (panels) one = packed;
   const size_t copies = std::max<uint64_t>(1, budget_bytes / one.size());
-  std::vector<uint8_t> weights(copies * one.size());
-  for (size_t c = 0; c < copies; ++c) std::memcpy(weights.data() + c * one.size(), one.data(), one.size());
+  // On huge pages, as the backend keeps packed weights (core/large_buffer.h).
+  const kipp::LargeBuffer weights = kipp::allocate_large_buffer(copies * one.size());
+  if (weights == nullptr) die("cannot allocate " + std::to_string(copies * one.size()) + " bytes of weights");
+  for (size_t c = 0; c < copies; ++c) std::memcpy(weights.get() + c * one.size(), one.data(), one.size());
 
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(rows * cols);
@@ -103,7 +106,7 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
     const size_t begin = std::min(outputs, 16 * (units * t / threads));
     const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
     for (size_t c = 0; c < copies; ++c) {
-      const uint8_t* data = weights.data() + c * one.size();
+      const uint8_t* data = weights.get() + c * one.size();
       kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
       w.panels = panels;
       w.data += begin * w.row_bytes;
@@ -111,7 +114,7 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
       table.matmul(w, in, out.data() + begin, outputs);
     }
   });
-  return {seconds, static_cast<double>(weights.size()) / seconds / 1e9,
+  return {seconds, static_cast<double>(copies * one.size()) / seconds / 1e9,
           2.0 * static_cast<double>(rows * outputs * cols * copies) / seconds / 1e9};
 }
 

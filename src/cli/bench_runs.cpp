@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "core/random.h"
 
@@ -13,6 +14,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kTokenSeed = 0x6b69707062656e63;  // "kippbenc"
+
+// Idle threads of a pool poll for up to about a millisecond before they block (ThreadPool): a
+// pause longer than that keeps the engine's and the probe's threads off each other's cores.
+constexpr std::chrono::milliseconds kPoolsParked{3};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -74,7 +79,8 @@ Expected<PrefillRun> run_prefill(Engine& engine, uint32_t tokens, uint32_t repea
   return PrefillRun{tokens, repeats, spread_of(std::move(rates))};
 }
 
-Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate) {
+Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
+                               kernels::BandwidthProbe* alongside) {
   DecodeRun run;
   run.prompt_tokens = prompt_tokens;
   run.generated_tokens = generate;
@@ -92,8 +98,18 @@ Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t 
     const double seconds = seconds_since(start);
     total_seconds += seconds;
     rates.push_back(1.0 / seconds);
+    if (alongside != nullptr) {
+      std::this_thread::sleep_for(kPoolsParked);
+      KIPP_RETURN_IF_ERROR(alongside->timed_pass());
+      std::this_thread::sleep_for(kPoolsParked);
+    }
   }
   std::fprintf(stderr, "  decode %u tokens after a %u-token prompt: %.3f s\n", generate, prompt_tokens, total_seconds);
+  if (alongside != nullptr) {
+    run.bandwidth_alongside = alongside->result();
+    std::fprintf(stderr, "  read bandwidth between the tokens: %.2f GB/s best, %.2f median\n",
+                 run.bandwidth_alongside->best_gb_per_second, run.bandwidth_alongside->median_gb_per_second);
+  }
   run.tokens_per_second = spread_of(std::move(rates));
   run.mean_tokens_per_second = generate / total_seconds;
   // Token t (from 0) sits at position prompt + t and attends to prompt + t + 1 positions.

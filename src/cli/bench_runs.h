@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/machine_probe.h"
 #include "runtime/engine.h"
 
 namespace kipp::cli {
@@ -47,10 +49,15 @@ struct DecodeRun {
   double mean_positions = 0;      // positions attention saw per generated token, on average
   uint32_t session_capacity = 0;
   uint64_t session_kv_bytes = 0;
+  // The passes of the probe given to run_decode, one after each token.
+  std::optional<kernels::BandwidthResult> bandwidth_alongside;
 };
 
-// One session: the prompt, then `generate` single-token evals, each timed.
-Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate);
+// One session: the prompt, then `generate` single-token evals, each timed. With `alongside`,
+// one timed pass of it after each token (untimed pauses around it let each side's thread pool
+// fall asleep first), so decode and bandwidth are measured in the same moments.
+Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
+                               kernels::BandwidthProbe* alongside);
 
 struct BatchRun {
   uint32_t sequences = 0;

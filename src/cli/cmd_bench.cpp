@@ -25,8 +25,9 @@ namespace {
 constexpr const char* kBenchFooter = R"(
 Measures, on --threads threads (0: one per hardware thread):
   probes   the memory read bandwidth (a STREAM-like sum over 512 MiB, best and median of 10
-           passes) and the peak multiply-add rate of FP32 FMA, the BF16 dot product
-           (avx512_bf16) and the int8 dot product (avx512_vnni); skipped with --no-probe
+           passes, and one more pass after each decode token) and the peak multiply-add rate
+           of FP32 FMA, the BF16 dot product (avx512_bf16) and the int8 dot product
+           (avx512_vnni); skipped with --no-probe
   prefill  per --prompt-len L: --repeats fresh sessions each evaluating L pseudo-random ids in
            one step (logits of the last only); median, min and max tokens/s, and the FLOP rate
            as a fraction of the peak of the instruction the weights' type calls for
@@ -34,11 +35,12 @@ Measures, on --threads threads (0: one per hardware thread):
   decode   after a prompt of the first --prompt-len, --gen tokens one eval each (argmax fed
            back); tokens/s over the per-token times, bytes read per token (every weight read
            per token + K/V at the run's mean context) and their rate against the bandwidth
+           of the passes taken between the tokens (the same moments of a shared host)
   batch    --batch sessions with the same prompt length, then --gen eval_batch steps of one
            token each; aggregate tokens/s and its ratio to single-sequence decode (skipped
            with --batch 0 or 1)
-  memory   resident and peak resident size (after the probes), K/V bytes per token and per
-           decode session
+  memory   resident and peak resident size (after the first probes, before decode), K/V
+           bytes per token and per decode session
 
 --json prints one JSON document (machine, command, model, every figure with its unit in the
 key) on stdout instead of the table; --json FILE writes it to FILE and keeps the table.
@@ -148,17 +150,24 @@ int run_bench(const BenchArgs& args) {
     if (!run.ok()) return bench_fail("prefill: " + run.message());
     result.prefills.push_back(*run);
   }
-  auto decode = run_decode(engine, decode_prompt, args.generate);
-  if (!decode.ok()) return bench_fail("decode: " + decode.message());
-  result.decode = *decode;
   if (args.batch > 1) {
     auto batch = run_batch(engine, args.batch, decode_prompt, args.generate);
     if (!batch.ok()) return bench_fail("batch: " + batch.message());
     result.batch = *batch;
   }
+  // Before decode: its bandwidth probe's buffer is not the engine's memory.
   auto memory = read_process_memory();
   if (!memory.ok()) return bench_fail(memory.message());
   result.memory = *memory;
+  std::unique_ptr<kernels::BandwidthProbe> alongside;
+  if (!args.no_probe) {
+    auto probe = kernels::BandwidthProbe::create(result.threads);
+    if (!probe.ok()) return bench_fail(probe.message());
+    alongside = std::move(*probe);
+  }
+  auto decode = run_decode(engine, decode_prompt, args.generate, alongside.get());
+  if (!decode.ok()) return bench_fail("decode: " + decode.message());
+  result.decode = *decode;
 
   if (!args.json) {
     print_bench_table(engine, result);

@@ -79,7 +79,9 @@ def main():
                 "model.projection_dtype", "model.config.hidden_size", "engine.kernels", "engine.threads",
                 "probes.read_bandwidth.best_gb_per_second", "probes.read_bandwidth.median_gb_per_second",
                 "probes.peak_multiply_add", "prefill", "decode.tokens_per_second", "decode.bytes_per_token",
-                "decode.achieved_gb_per_second", "decode.bandwidth_fraction", "batch.aggregate_tokens_per_second",
+                "decode.achieved_gb_per_second", "decode.bandwidth_alongside.best_gb_per_second",
+                "decode.bandwidth_alongside.median_gb_per_second", "decode.bandwidth_alongside.passes",
+                "decode.bandwidth_fraction", "decode.bandwidth_fraction_of_best_pass", "batch.aggregate_tokens_per_second",
                 "batch.speedup_vs_single_sequence", "memory.rss_bytes", "memory.peak_rss_bytes",
                 "memory.kv_bytes_per_token", "memory.kv_bytes_per_session"]
     for path in required:
@@ -153,7 +155,14 @@ def main():
     check(close(d["bytes_per_token"], weights + kv_per_position * mean_positions), "decode.bytes_per_token")
     achieved = d["bytes_per_token"] * d["tokens_per_second"]["median"] / 1e9
     check(close(d["achieved_gb_per_second"], achieved), "decode.achieved_gb_per_second")
-    check(close(d["bandwidth_fraction"], achieved / bw["best_gb_per_second"]), "decode.bandwidth_fraction")
+    # Against the probe passes taken one after each decode token.
+    alongside = d["bandwidth_alongside"]
+    check(alongside["passes"] == args.gen, f"decode.bandwidth_alongside.passes {alongside['passes']} != --gen {args.gen}")
+    check(0 < alongside["median_gb_per_second"] <= alongside["best_gb_per_second"] * (1 + 1e-12),
+          "decode.bandwidth_alongside: median not positive or above the best")
+    check(close(d["bandwidth_fraction"], achieved / alongside["median_gb_per_second"]), "decode.bandwidth_fraction")
+    check(close(d["bandwidth_fraction_of_best_pass"], achieved / alongside["best_gb_per_second"]),
+          "decode.bandwidth_fraction_of_best_pass")
 
     b = doc["batch"]
     check(b["sequences"] == args.batch and b["steps"] == args.gen, "batch sequences/steps")

@@ -1,13 +1,13 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <vector>
 
+#include "core/large_buffer.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
@@ -28,11 +28,6 @@ constexpr size_t kAttentionTileRows = 32;
 constexpr size_t kOutputRowsPerUnit = 16;
 // Weight rows packed at a time at load (a multiple of the panels' 16 rows).
 constexpr size_t kPackRowsPerPiece = 4096;
-
-struct FreeBytes {
-  void operator()(uint8_t* bytes) const { std::free(bytes); }
-};
-using PackedBytes = std::unique_ptr<uint8_t[], FreeBytes>;
 
 struct PreparedLayer {
   WeightMatrix q, k, v, o, gate, up, down;
@@ -172,34 +167,34 @@ class CpuBackend final : public Backend {
     for (PreparedLayer& layer : layers_)
       for (WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
         if (kernels_.packs_weights(*w)) matrices.push_back(w);
-    std::vector<PackedBytes> packed(matrices.size());
-    std::atomic<bool> out_of_memory{false};
+    if (matrices.empty()) return ok_status();
+    // One buffer for all of them, on huge pages (core/large_buffer.h).
+    std::vector<size_t> offsets;
+    size_t total = 0;
+    for (const WeightMatrix* w : matrices) {
+      offsets.push_back(total);
+      total += (w->rows * w->row_bytes + 63) / 64 * 64;
+    }
+    packed_weights_ = allocate_large_buffer(total);
+    if (packed_weights_ == nullptr)
+      return make_error("cpu backend: out of memory while arranging the weights for the kernels");
     pool_.parallel_for(matrices.size(), [&](size_t, size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
         WeightMatrix& w = *matrices[i];
-        const size_t bytes = w.rows * w.row_bytes;
-        PackedBytes buffer(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-        if (buffer == nullptr) {
-          out_of_memory = true;
-          continue;
-        }
+        uint8_t* packed = packed_weights_.get() + offsets[i];
         // In pieces of whole panels, each piece's file pages dropped once it is packed, so a
         // large matrix (the output head) is never resident twice.
         for (size_t first = 0; first < w.rows; first += kPackRowsPerPiece) {
           WeightMatrix piece = w;
           piece.data = w.data + first * w.row_bytes;
           piece.rows = std::min(kPackRowsPerPiece, w.rows - first);
-          kernels_.pack_weights(piece, buffer.get() + first * w.row_bytes);
+          kernels_.pack_weights(piece, packed + first * w.row_bytes);
           drop_mapped_pages({piece.data, piece.rows * w.row_bytes});
         }
-        w.data = buffer.get();
+        w.data = packed;
         w.panels = true;
-        packed[i] = std::move(buffer);
       }
     });
-    for (PackedBytes& buffer : packed)
-      if (buffer != nullptr) packed_weights_.push_back(std::move(buffer));
-    if (out_of_memory) return make_error("cpu backend: out of memory while arranging the weights for the kernels");
     if (tied && head_.panels && head_.type == GgmlType::BF16) embedding_ = head_;
     return ok_status();
   }
@@ -409,7 +404,7 @@ class CpuBackend final : public Backend {
   size_t step_rows_;
   ThreadPool pool_;
   WeightMatrix embedding_, head_;
-  std::vector<PackedBytes> packed_weights_;  // what the layers' packed matrices point into
+  LargeBuffer packed_weights_;  // what the layers' packed matrices point into
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;

@@ -7,7 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
+#include "core/large_buffer.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_amx.h"
@@ -93,10 +96,6 @@ LineSummer best_line_summer() {
   if (__builtin_cpu_supports("avx2")) return {sum_lines_avx2, "avx2 ymm loads"};
   return {sum_lines_scalar, "scalar 64-bit loads"};
 }
-
-struct FreeDeleter {
-  void operator()(uint8_t* p) const { std::free(p); }
-};
 
 // ---- Peak multiply-add rates -------------------------------------------------------------
 // Each probe runs kChains independent accumulator chains, so a new instruction can issue every
@@ -297,53 +296,79 @@ PeakRate measure(ThreadPool& pool, const Probe& probe, double seconds) {
 
 }  // namespace
 
-Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes, uint32_t repeats) {
-  if (repeats == 0) return make_error("read_bandwidth: repeats must be at least 1");
+struct BandwidthProbe::State {
+  LargeBuffer buffer;
+  size_t lines = 0;
+  ThreadPool pool;
+  LineSummer summer = best_line_summer();
+  std::vector<uint64_t> sums;
+  std::vector<double> seconds;
+
+  State(LargeBuffer data, size_t line_count, uint32_t threads)
+      : buffer(std::move(data)), lines(line_count), pool(threads), sums(pool.size()) {}
+  std::pair<size_t, size_t> part_of(size_t index) const {
+    return {lines * index / pool.size(), lines * (index + 1) / pool.size()};
+  }
+};
+
+BandwidthProbe::BandwidthProbe(std::unique_ptr<State> state) : state_(std::move(state)) {}
+BandwidthProbe::~BandwidthProbe() = default;
+
+Expected<std::unique_ptr<BandwidthProbe>> BandwidthProbe::create(uint32_t threads, uint64_t bytes) {
   const size_t lines = bytes / kLineBytes;
   if (lines == 0) return make_error("read_bandwidth: the buffer must hold at least one 64-byte line");
-  std::unique_ptr<uint8_t, FreeDeleter> buffer(static_cast<uint8_t*>(std::aligned_alloc(kLineBytes, lines * kLineBytes)));
-  if (!buffer) return make_error("read_bandwidth: cannot allocate " + std::to_string(lines * kLineBytes) + " bytes");
-
-  ThreadPool pool(threads);
-  const size_t parts = pool.size();
-  const auto part_of = [&](size_t index) {
-    return std::pair<size_t, size_t>{lines * index / parts, lines * (index + 1) / parts};
-  };
+  // On huge pages like the packed weights: the probe reads memory the best way the engine could.
+  LargeBuffer data = allocate_large_buffer(lines * kLineBytes);
+  if (data == nullptr) return make_error("read_bandwidth: cannot allocate " + std::to_string(lines * kLineBytes) + " bytes");
+  auto state = std::make_unique<State>(std::move(data), lines, threads);
   // Each thread first writes the part it later reads (page faults here, not in the timing).
-  pool.parallel_for(parts, [&](size_t thread, size_t, size_t) {
-    const auto [begin, end] = part_of(thread);
-    std::memset(buffer.get() + begin * kLineBytes, 1, (end - begin) * kLineBytes);
+  State& s = *state;
+  s.pool.parallel_for(s.pool.size(), [&s](size_t thread, size_t, size_t) {
+    const auto [begin, end] = s.part_of(thread);
+    std::memset(s.buffer.get() + begin * kLineBytes, 1, (end - begin) * kLineBytes);
   });
+  return std::unique_ptr<BandwidthProbe>(new BandwidthProbe(std::move(state)));
+}
 
-  const LineSummer summer = best_line_summer();
-  std::vector<uint64_t> sums(parts);
-  std::vector<double> seconds;
-  for (uint32_t pass = 0; pass < repeats; ++pass) {
-    const auto start = Clock::now();
-    pool.parallel_for(parts, [&](size_t thread, size_t, size_t) {
-      const auto [begin, end] = part_of(thread);
-      sums[thread] = summer.sum(buffer.get() + begin * kLineBytes, end - begin);
-    });
-    seconds.push_back(seconds_since(start));
-  }
-  // Every byte is 1, so the sums are known: checking them keeps the loads from being dropped.
+Status BandwidthProbe::timed_pass() {
+  State& s = *state_;
+  const auto start = Clock::now();
+  s.pool.parallel_for(s.pool.size(), [&s](size_t thread, size_t, size_t) {
+    const auto [begin, end] = s.part_of(thread);
+    s.sums[thread] = s.summer.sum(s.buffer.get() + begin * kLineBytes, end - begin);
+  });
+  s.seconds.push_back(seconds_since(start));
+  // Every byte is 1, so the sum is known: checking it keeps the loads from being dropped.
   uint64_t total = 0;
-  for (uint64_t sum : sums) total += sum;
-  if (total != uint64_t{0x0101010101010101} * (lines * kLineBytes / 8))
+  for (uint64_t sum : s.sums) total += sum;
+  if (total != uint64_t{0x0101010101010101} * (s.lines * kLineBytes / 8))
     return make_error("read_bandwidth: the summing loop returned a wrong total");
+  return ok_status();
+}
 
+BandwidthResult BandwidthProbe::result() const {
+  const State& s = *state_;
+  BandwidthResult result;
+  result.buffer_bytes = s.lines * kLineBytes;
+  result.threads = static_cast<uint32_t>(s.pool.size());
+  result.passes = static_cast<uint32_t>(s.seconds.size());
+  result.instruction = s.summer.instruction;
+  if (s.seconds.empty()) return result;
+  std::vector<double> seconds = s.seconds;
   std::sort(seconds.begin(), seconds.end());
-  const double gb = static_cast<double>(lines * kLineBytes) / 1e9;
+  const double gb = static_cast<double>(result.buffer_bytes) / 1e9;
   const size_t n = seconds.size();
   const double median_seconds = n % 2 == 1 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
-  BandwidthResult result;
   result.best_gb_per_second = gb / seconds.front();
   result.median_gb_per_second = gb / median_seconds;
-  result.buffer_bytes = lines * kLineBytes;
-  result.threads = static_cast<uint32_t>(parts);
-  result.passes = repeats;
-  result.instruction = summer.instruction;
   return result;
+}
+
+Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes, uint32_t repeats) {
+  if (repeats == 0) return make_error("read_bandwidth: repeats must be at least 1");
+  KIPP_ASSIGN_OR_RETURN(auto probe, BandwidthProbe::create(threads, bytes));
+  for (uint32_t pass = 0; pass < repeats; ++pass) KIPP_RETURN_IF_ERROR(probe->timed_pass());
+  return probe->result();
 }
 
 std::string_view multiply_add_kind_name(MultiplyAddKind kind) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,10 +25,31 @@ struct BandwidthResult {
 
 inline constexpr uint64_t kDefaultBandwidthBytes = uint64_t{512} << 20;
 
-// Sums `bytes` (rounded down to whole 64-byte lines, split evenly over `threads` threads;
-// 0 = one per hardware thread) `repeats` times, timing each pass. The buffer is written once
-// before the first pass so page faults stay out of the timing. Fails only when the buffer
-// cannot be allocated or the arguments are zero.
+// A read-bandwidth probe whose buffer and threads stay ready between timed passes, so passes
+// can be taken between other work: on a shared host the bandwidth moves from minute to minute,
+// and `kipp bench` compares decode with passes taken between its tokens.
+class BandwidthProbe {
+ public:
+  // A buffer of `bytes` (rounded down to whole 64-byte lines, split evenly over `threads`
+  // threads; 0 = one per hardware thread), written once here so page faults stay out of the
+  // timing. Fails only when the buffer cannot be allocated or holds no whole line.
+  static Expected<std::unique_ptr<BandwidthProbe>> create(uint32_t threads, uint64_t bytes = kDefaultBandwidthBytes);
+  ~BandwidthProbe();
+  BandwidthProbe(const BandwidthProbe&) = delete;
+  BandwidthProbe& operator=(const BandwidthProbe&) = delete;
+
+  // Sums the whole buffer once, timed; fails if the sum is wrong (the loads were dropped).
+  Status timed_pass();
+  // Best and median of the passes so far (zero rates before the first).
+  BandwidthResult result() const;
+
+ private:
+  struct State;
+  explicit BandwidthProbe(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+// `repeats` timed passes of a fresh BandwidthProbe.
 Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes = kDefaultBandwidthBytes,
                                          uint32_t repeats = 10);
 
