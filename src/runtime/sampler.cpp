@@ -39,6 +39,8 @@
 #include <numeric>
 #include <string>
 
+#include "kernels/cpu/vector_math.h"
+
 namespace kipp {
 namespace {
 
@@ -55,9 +57,7 @@ std::string fmt(double value) {
 // log(sum(exp(x))) of logits that are finite or -inf, given their maximum (finite): the max is
 // subtracted before exp (stable), the sum is in double. logprob(i) = x_i - log_sum_exp.
 double log_sum_exp(std::span<const float> logits, float max) {
-  double sum = 0;
-  for (float x : logits) sum += static_cast<double>(std::exp(x - max));
-  return static_cast<double>(max) + std::log(sum);
+  return static_cast<double>(max) + std::log(kernels::sum_exp(logits, max));
 }
 
 float logprob_of(float logit, double lse) {
@@ -103,6 +103,7 @@ Status SamplingParams::validate(uint32_t vocab_size) const {
 Sampler::Sampler(const SamplingParams& params, uint32_t vocab_size)
     : params_(params), vocab_size_(vocab_size), rng_(params.seed), candidates_(vocab_size) {
   window_.reserve(kPenaltyWindow);
+  touched_.reserve(params.logit_bias.size() + kPenaltyWindow);
 }
 
 Expected<Sampler> Sampler::create(const SamplingParams& params, uint32_t vocab_size) {
@@ -128,14 +129,13 @@ Expected<SampledToken> Sampler::sample(std::span<const float> logits) {
 
   // 1. NaN and +inf are errors; -inf masks a token.
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  float max = -kInf;
-  for (uint32_t i = 0; i < vocab_size_; ++i) {
-    const float x = logits[i];
-    if (!(x < kInf))  // NaN or +inf
-      return make_error("sampler: logit of token " + std::to_string(i) + " is " + fmt(x) +
-                        " (expected finite, or -inf for a masked token)");
-    max = std::max(max, x);
+  const kernels::MaxScan scan = kernels::scan_max(logits);
+  if (!scan.finite_or_minus_inf) {
+    const auto bad = std::find_if(logits.begin(), logits.end(), [](float x) { return !(x < kInf); });
+    return make_error("sampler: logit of token " + std::to_string(bad - logits.begin()) + " is " + fmt(*bad) +
+                      " (expected finite, or -inf for a masked token)");
   }
+  const float max = scan.max;
   if (max == -kInf) return make_error("sampler: all logits are -inf (every token is masked)");
 
   // 2. Log-probabilities of the raw logits and the top alternatives.
@@ -150,39 +150,15 @@ Expected<SampledToken> Sampler::sample(std::span<const float> logits) {
     for (uint32_t k = 0; k < n_top; ++k) result.top.push_back({c[k].id, static_cast<float>(c[k].value)});
   }
 
-  // 3. Working values (c[i].id == i here): bias, then penalties over the window's distinct tokens.
-  for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logits[i]), i};
-  for (const auto& [id, bias] : params_.logit_bias) c[id].value += static_cast<double>(bias);
-  const double r = params_.repetition_penalty;
-  const double freq = params_.frequency_penalty, presence = params_.presence_penalty;
-  if (r != 1.0 || freq != 0.0 || presence != 0.0) {
-    const auto first = window_.begin();
-    for (size_t i = 0; i < window_.size(); ++i) {
-      const uint32_t id = window_[i];
-      const auto at = first + static_cast<std::ptrdiff_t>(i);
-      if (id >= vocab_size_ || std::find(first, at, id) != at) continue;  // counted at its first occurrence
-      const auto count = static_cast<double>(std::count(at, window_.end(), id));
-      double x = c[id].value;
-      x = x > 0 ? x / r : x * r;
-      c[id].value = x - (count * freq + presence);
-    }
-  }
-
-  constexpr double kMasked = -std::numeric_limits<double>::infinity();
+  // 3. Working values: the raw logits except where bias or penalties moved them (touched_).
+  adjust(logits);
   uint32_t chosen = 0;
   if (params_.temperature == 0.0f) {
-    // 4. Greedy: the first maximum (lowest id on ties). Masked tokens lose to any other.
-    double best = kMasked;
-    bool found = false;
-    for (uint32_t i = 0; i < vocab_size_; ++i) {
-      if (c[i].value == kMasked) continue;
-      if (!found || c[i].value > best) {
-        best = c[i].value;
-        chosen = i;
-        found = true;
-      }
-    }
+    chosen = greedy(logits);
   } else {
+    constexpr double kMasked = -std::numeric_limits<double>::infinity();
+    for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logits[i]), i};
+    for (const auto& [id, value] : touched_) c[id].value = value;
     // 5. Candidates: every unmasked token, in id order, scaled by temperature.
     const double temperature = params_.temperature;
     uint32_t n = 0;
@@ -271,6 +247,59 @@ Expected<SampledToken> Sampler::sample(std::span<const float> logits) {
   result.logprob = logprob_of(logits[chosen], lse);
   observe(std::span<const uint32_t>(&chosen, 1));
   return result;
+}
+
+void Sampler::adjust(std::span<const float> logits) {
+  touched_.clear();
+  const auto value_of = [&](uint32_t id) -> double& {
+    for (auto& [touched, value] : touched_)
+      if (touched == id) return value;
+    touched_.push_back({id, static_cast<double>(logits[id])});
+    return touched_.back().second;
+  };
+  for (const auto& [id, bias] : params_.logit_bias) value_of(id) += static_cast<double>(bias);
+  const double r = params_.repetition_penalty;
+  const double freq = params_.frequency_penalty, presence = params_.presence_penalty;
+  if (r == 1.0 && freq == 0.0 && presence == 0.0) return;
+  const auto first = window_.begin();
+  for (size_t i = 0; i < window_.size(); ++i) {
+    const uint32_t id = window_[i];
+    const auto at = first + static_cast<std::ptrdiff_t>(i);
+    if (id >= vocab_size_ || std::find(first, at, id) != at) continue;  // counted at its first occurrence
+    const auto count = static_cast<double>(std::count(at, window_.end(), id));
+    double& x = value_of(id);
+    x = x > 0 ? x / r : x * r;
+    x -= count * freq + presence;
+  }
+}
+
+// 4. The first maximum of the working values (lowest id on ties; masked tokens lose to any
+// other): the raw logits' maximum over each run of untouched ids, in vectors, and the touched
+// ids' values between them, offered in id order so the first of equal values stays.
+uint32_t Sampler::greedy(std::span<const float> logits) {
+  constexpr double kMasked = -std::numeric_limits<double>::infinity();
+  std::sort(touched_.begin(), touched_.end());
+  double best = kMasked;
+  uint32_t chosen = 0;
+  const auto offer = [&](double value, size_t id) {
+    if (value > best) {
+      best = value;
+      chosen = static_cast<uint32_t>(id);
+    }
+  };
+  const auto offer_untouched = [&](size_t begin, size_t end) {
+    if (begin >= end) return;
+    const kernels::MaxScan run = kernels::scan_max(logits.subspan(begin, end - begin));
+    offer(static_cast<double>(run.max), begin + run.first);
+  };
+  size_t next = 0;
+  for (const auto& [id, value] : touched_) {
+    offer_untouched(next, id);
+    offer(value, id);
+    next = size_t{id} + 1;
+  }
+  offer_untouched(next, vocab_size_);
+  return chosen;
 }
 
 void log_softmax(std::span<const float> logits, std::span<float> out) {

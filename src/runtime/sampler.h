@@ -68,6 +68,11 @@ class Sampler {
     uint32_t id;
   };
   std::vector<Candidate> candidates_;  // vocab_size entries of scratch, sized once at creation
+  // Ids whose working value differs from their logit (biased or penalized), with that value.
+  std::vector<std::pair<uint32_t, double>> touched_;
+
+  void adjust(std::span<const float> logits);
+  uint32_t greedy(std::span<const float> logits);
 };
 
 // Numerically stable log-softmax of `logits` into `out` (same size): max subtracted, sum in
