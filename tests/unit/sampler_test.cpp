@@ -710,6 +710,61 @@ TEST(SamplerLargeVocab, NucleusOfAQwenSizedVocabulary) {
   EXPECT_LT(seconds, 5.0) << "20 samples over a 151936-token vocabulary";  // generous: sanitizers, load
 }
 
+// Greedy picks over a few biased or penalized ids beside the untouched logits: the argmax of
+// the working values written out for the whole vocabulary as the header documents them, on
+// random vocabularies with ties, masked tokens, bias and all three penalties.
+TEST(Sampler, GreedyEqualsTheArgmaxOfEveryWorkingValue) {
+  std::mt19937 engine(11);
+  const auto gen = [&engine] { return static_cast<uint32_t>(engine()); };
+  for (int trial = 0; trial < 2000; ++trial) {
+    const uint32_t vocab = 1 + gen() % 300;
+    std::vector<float> logits(vocab);
+    const bool ties = gen() % 2 == 0;
+    for (float& x : logits) x = ties ? static_cast<float>(gen() % 4) : std::normal_distribution<float>(0, 2)(engine);
+    if (vocab > 1 && gen() % 3 == 0) logits[gen() % vocab] = -std::numeric_limits<float>::infinity();
+    SamplingParams params;
+    params.temperature = 0;
+    if (gen() % 2 == 0)
+      for (int b = 0; b < 3; ++b) params.logit_bias.push_back({gen() % vocab, static_cast<float>(gen() % 21) - 10});
+    if (gen() % 2 == 0) {
+      params.repetition_penalty = 1.3f;
+      params.frequency_penalty = 0.25f;
+      params.presence_penalty = 0.5f;
+    }
+    auto sampler = Sampler::create(params, vocab);
+    ASSERT_TRUE(sampler.ok());
+    std::vector<uint32_t> window(gen() % 40);
+    for (uint32_t& id : window) id = gen() % (vocab + 3);  // ids past the vocabulary penalize nothing
+    sampler->observe(window);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<double> working(logits.begin(), logits.end());
+      for (const auto& [id, bias] : params.logit_bias) working[id] += static_cast<double>(bias);
+      if (params.repetition_penalty != 1.0f) {
+        const std::vector<uint32_t> last(window.end() - std::min<ptrdiff_t>(std::ssize(window), kPenaltyWindow),
+                                         window.end());
+        for (uint32_t id = 0; id < vocab; ++id) {
+          const auto count = static_cast<double>(std::count(last.begin(), last.end(), id));
+          if (count == 0) continue;
+          double& x = working[id];
+          x = x > 0 ? x / static_cast<double>(params.repetition_penalty) : x * static_cast<double>(params.repetition_penalty);
+          x -= count * static_cast<double>(params.frequency_penalty) + static_cast<double>(params.presence_penalty);
+        }
+      }
+      uint32_t expected = 0;  // the first maximum; a masked (-inf) value never wins
+      double best = -std::numeric_limits<double>::infinity();
+      for (uint32_t id = 0; id < vocab; ++id)
+        if (working[id] > best) {
+          best = working[id];
+          expected = id;
+        }
+      auto picked = sampler->sample(logits);
+      ASSERT_TRUE(picked.ok()) << picked.message();
+      ASSERT_EQ(picked->id, expected) << "trial " << trial << " step " << step;
+      window.push_back(picked->id);
+    }
+  }
+}
+
 // ---- log_softmax
 
 TEST(LogSoftmax, StableForLargeLogitsAndSumsToOne) {
