@@ -17,6 +17,7 @@
 #include "gguf_blueprint.h"
 #include "mini_checkpoint.h"
 #include "model/model.h"
+#include "random_values.h"
 #include "train/checkpoint.h"
 
 namespace kipp::train {
@@ -27,11 +28,7 @@ namespace {
 namespace fs = std::filesystem;
 
 std::vector<float> random_values(uint64_t count, uint32_t seed) {
-  std::mt19937 generator(seed);
-  std::normal_distribution<float> normal(0.0f, 0.5f);
-  std::vector<float> out(count);
-  for (float& value : out) value = normal(generator);
-  return out;
+  return test_support::normal_values(count, seed, 0.5f);
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

@@ -4,23 +4,17 @@
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "kernels/cpu/vector_math.h"
+#include "random_values.h"
 
 namespace kipp::kernels {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-std::vector<float> random_logits(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 4.0f);
-  std::vector<float> x(n);
-  for (float& v : x) v = normal(gen);
-  return x;
-}
+std::vector<float> random_logits(size_t n, uint32_t seed) { return test_support::normal_values(n, seed, 4.0f); }
 
 TEST(VectorMath, SumExpEqualsTheScalarSumWithinFloatRounding) {
   for (size_t n : {1u, 7u, 16u, 17u, 33u, 1000u, 151936u}) {
