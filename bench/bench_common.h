@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <sstream>
@@ -106,23 +107,39 @@ inline std::vector<size_t> parse_counts(const std::string& program, const std::s
   return counts;
 }
 
-// The median time of `passes` passes, after one untimed warm-up (pages touched, caches and
-// threads started once), where a pass runs thread_body(t) on `threads` threads t at once.
+// What time_passes measured: the median pass, and the median read bandwidth of the probe
+// passes taken between them (the same moments of a shared host; 0 without a probe).
+struct PassTimes {
+  double median_seconds = 0;
+  double bandwidth_alongside_gb_per_second = 0;
+};
+
+// `passes` timed passes after one untimed warm-up (pages touched, caches and threads started
+// once), where a pass runs thread_body(t) on `threads` threads t at once. With `alongside`, one
+// pass of the probe after each (paused around, so the probe's polling threads are asleep
+// before the next pass starts).
 template <typename ThreadBody>
-double median_pass_seconds(size_t threads, size_t passes, const ThreadBody& thread_body) {
+PassTimes time_passes(size_t threads, size_t passes, const ThreadBody& thread_body,
+                      kipp::kernels::BandwidthProbe* alongside) {
   const auto pass = [&] {
     std::vector<std::thread> workers;
     for (size_t t = 0; t < threads; ++t) workers.emplace_back([&, t] { thread_body(t); });
     for (std::thread& worker : workers) worker.join();
   };
   pass();
-  std::vector<double> times;
+  std::vector<double> times, bandwidths;
   for (size_t p = 0; p < passes; ++p) {
     const Clock::time_point start = Clock::now();
     pass();
     times.push_back(seconds_since(start));
+    if (alongside == nullptr) continue;
+    constexpr std::chrono::milliseconds kPoolsParked{3};
+    std::this_thread::sleep_for(kPoolsParked);
+    const double seconds = must(alongside->timed_pass(), "bandwidth probe");
+    bandwidths.push_back(static_cast<double>(alongside->result().buffer_bytes) / seconds / 1e9);
+    std::this_thread::sleep_for(kPoolsParked);
   }
-  return median(std::move(times));
+  return {median(std::move(times)), bandwidths.empty() ? 0.0 : median(std::move(bandwidths))};
 }
 
 // Records the machine and the command line (as run from the repository root) in `result`.
@@ -134,16 +151,20 @@ inline void record_machine_and_command(nlohmann::json& result, const std::string
 }
 
 // A result started with the machine, the command, the kernel table, the thread count and the
-// read bandwidth probed on those threads (also printed on stderr), and that bandwidth.
+// read bandwidth probed on those threads (also printed on stderr), that bandwidth, and the probe
+// for time_passes to take passes between the timed ones.
 struct StartedResult {
   nlohmann::json result;
   kipp::kernels::BandwidthResult bandwidth;
+  std::unique_ptr<kipp::kernels::BandwidthProbe> probe;  // kept for passes between the timed ones
 };
 
 inline StartedResult start_result(const std::string& program, int argc, char** argv, const char* kernels,
                                   size_t threads) {
   StartedResult started;
-  started.bandwidth = must(kipp::kernels::read_bandwidth(static_cast<uint32_t>(threads)), "bandwidth probe");
+  started.probe = must(kipp::kernels::BandwidthProbe::create(static_cast<uint32_t>(threads)), "bandwidth probe");
+  for (int pass = 0; pass < 10; ++pass) must(started.probe->timed_pass(), "bandwidth probe");
+  started.bandwidth = started.probe->result();
   nlohmann::json& result = started.result;
   record_machine_and_command(result, program, argc, argv);
   result["kernels"] = kernels;

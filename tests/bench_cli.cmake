@@ -42,8 +42,9 @@ set_tests_properties(bench_cli_missing_model PROPERTIES TIMEOUT 60 PASS_REGULAR_
 if(KIPP_BUILD_BENCH)
   add_test(NAME kernel_bench_small
            COMMAND kernel_bench --types bf16,q8_0,affine4 --rows 1,8 --outputs 64 --cols 256 --mib 4 --passes 1)
+  # Each run carries the read bandwidth of the probe passes taken between its passes.
   set_tests_properties(kernel_bench_small PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
-                       "\"type\": \"affine4\".*\"weight_gb_per_second\"")
+                       "\"bandwidth_alongside_gb_per_second\": [1-9][0-9.e+]*,.*\"of_bandwidth_alongside\".*\"type\": \"affine4\".*\"weight_gb_per_second\"")
   add_test(NAME kernel_bench_bad_type
            COMMAND sh -c "\"$0\" --types q5 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kernel_bench>)
   set_tests_properties(kernel_bench_bad_type PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
@@ -56,7 +57,7 @@ if(KIPP_BUILD_BENCH)
   set_tests_properties(attention_bench_prefill_tile PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
                        "\"context\": 100.*\"gflop_per_second\".*\"query_rows\": 32")
   set_tests_properties(attention_bench_small PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
-                       "\"context\": 40.*\"kv_gb_per_second\".*\"sequences\": 3")
+                       "\"bandwidth_alongside_gb_per_second\": [1-9][0-9.e+]*,.*\"context\": 40.*\"kv_gb_per_second\".*\"sequences\": 3")
   add_test(NAME attention_bench_bad_context
            COMMAND sh -c "\"$0\" --context x 2>&1; echo \"exit=$?\"" $<TARGET_FILE:attention_bench>)
   set_tests_properties(attention_bench_bad_context PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION

@@ -330,20 +330,21 @@ Expected<std::unique_ptr<BandwidthProbe>> BandwidthProbe::create(uint32_t thread
   return std::unique_ptr<BandwidthProbe>(new BandwidthProbe(std::move(state)));
 }
 
-Status BandwidthProbe::timed_pass() {
+Expected<double> BandwidthProbe::timed_pass() {
   State& s = *state_;
   const auto start = Clock::now();
   s.pool.parallel_for(s.pool.size(), [&s](size_t thread, size_t, size_t) {
     const auto [begin, end] = s.part_of(thread);
     s.sums[thread] = s.summer.sum(s.buffer.get() + begin * kLineBytes, end - begin);
   });
-  s.seconds.push_back(seconds_since(start));
+  const double seconds = seconds_since(start);
+  s.seconds.push_back(seconds);
   // Every byte is 1, so the sum is known: checking it keeps the loads from being dropped.
   uint64_t total = 0;
   for (uint64_t sum : s.sums) total += sum;
   if (total != uint64_t{0x0101010101010101} * (s.lines * kLineBytes / 8))
     return make_error("read_bandwidth: the summing loop returned a wrong total");
-  return ok_status();
+  return seconds;
 }
 
 BandwidthResult BandwidthProbe::result() const {

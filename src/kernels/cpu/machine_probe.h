@@ -38,8 +38,9 @@ class BandwidthProbe {
   BandwidthProbe(const BandwidthProbe&) = delete;
   BandwidthProbe& operator=(const BandwidthProbe&) = delete;
 
-  // Sums the whole buffer once, timed; fails if the sum is wrong (the loads were dropped).
-  Status timed_pass();
+  // Sums the whole buffer once and returns the seconds it took; fails if the sum is wrong (the
+  // loads were dropped).
+  Expected<double> timed_pass();
   // Best and median of the passes so far (zero rates before the first).
   BandwidthResult result() const;
 
