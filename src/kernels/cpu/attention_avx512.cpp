@@ -103,13 +103,17 @@ struct StoredBlock {
   }
 };
 
-// Fetches the rows of one kv head at positions [0, count) of a block's K or V into the cache.
+// Fetches the rows of one kv head at positions [0, count) of a block's K or V into L2. Into L1
+// (T0) the requests held the L1 miss buffers, a few dozen lines, and the Zen 4 VM then read
+// only ~13 GB/s of K/V for a batch (37-42% of the bandwidth read alongside); into L2 20-23 GB/s
+// (59-65%) for 8 and 16 sequences, alternated bench/attention_bench runs. On the Xeon VM the
+// two measured alike.
 template <size_t Chunks>
 KIPP_AVX512 __attribute__((always_inline)) inline void fetch_rows(const uint16_t* first, size_t position_stride,
                                                                   size_t count) {
   for (size_t t = 0; t < count; ++t)
     for (size_t line = 0; line < Chunks * 16 * sizeof(uint16_t); line += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(first + t * position_stride) + line, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(first + t * position_stride) + line, _MM_HINT_T1);
 }
 
 // A block's values and the next block's keys, requested 8 positions of each at a time.
