@@ -116,8 +116,7 @@ struct PassTimes {
 
 // `passes` timed passes after one untimed warm-up (pages touched, caches and threads started
 // once), where a pass runs thread_body(t) on `threads` threads t at once. With `alongside`, one
-// pass of the probe after each (paused around, so the probe's polling threads are asleep
-// before the next pass starts).
+// pass of the probe after each (BandwidthProbe::timed_pass_between_runs).
 template <typename ThreadBody>
 PassTimes time_passes(size_t threads, size_t passes, const ThreadBody& thread_body,
                       kipp::kernels::BandwidthProbe* alongside) {
@@ -133,11 +132,8 @@ PassTimes time_passes(size_t threads, size_t passes, const ThreadBody& thread_bo
     pass();
     times.push_back(seconds_since(start));
     if (alongside == nullptr) continue;
-    constexpr std::chrono::milliseconds kPoolsParked{3};
-    std::this_thread::sleep_for(kPoolsParked);
-    const double seconds = must(alongside->timed_pass(), "bandwidth probe");
+    const double seconds = must(alongside->timed_pass_between_runs(), "bandwidth probe");
     bandwidths.push_back(static_cast<double>(alongside->result().buffer_bytes) / seconds / 1e9);
-    std::this_thread::sleep_for(kPoolsParked);
   }
   return {median(std::move(times)), bandwidths.empty() ? 0.0 : median(std::move(bandwidths))};
 }

@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "core/random.h"
 
@@ -14,10 +13,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kTokenSeed = 0x6b69707062656e63;  // "kippbenc"
-
-// Idle threads of a pool poll for up to about a millisecond before they block (ThreadPool): a
-// pause longer than that keeps the engine's and the probe's threads off each other's cores.
-constexpr std::chrono::milliseconds kPoolsParked{3};
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -98,11 +93,7 @@ Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t 
     const double seconds = seconds_since(start);
     total_seconds += seconds;
     rates.push_back(1.0 / seconds);
-    if (alongside != nullptr) {
-      std::this_thread::sleep_for(kPoolsParked);
-      KIPP_RETURN_IF_ERROR(alongside->timed_pass());
-      std::this_thread::sleep_for(kPoolsParked);
-    }
+    if (alongside != nullptr) KIPP_RETURN_IF_ERROR(alongside->timed_pass_between_runs());
   }
   std::fprintf(stderr, "  decode %u tokens after a %u-token prompt: %.3f s\n", generate, prompt_tokens, total_seconds);
   if (alongside != nullptr) {

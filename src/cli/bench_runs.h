@@ -54,8 +54,8 @@ struct DecodeRun {
 };
 
 // One session: the prompt, then `generate` single-token evals, each timed. With `alongside`,
-// one timed pass of it after each token (untimed pauses around it let each side's thread pool
-// fall asleep first), so decode and bandwidth are measured in the same moments.
+// one pass of it after each token (BandwidthProbe::timed_pass_between_runs), so decode and
+// bandwidth are measured in the same moments.
 Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
                                kernels::BandwidthProbe* alongside);
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -344,6 +345,14 @@ Expected<double> BandwidthProbe::timed_pass() {
   for (uint64_t sum : s.sums) total += sum;
   if (total != uint64_t{0x0101010101010101} * (s.lines * kLineBytes / 8))
     return make_error("read_bandwidth: the summing loop returned a wrong total");
+  return seconds;
+}
+
+Expected<double> BandwidthProbe::timed_pass_between_runs() {
+  constexpr std::chrono::milliseconds kPoolsParked{3};
+  std::this_thread::sleep_for(kPoolsParked);
+  Expected<double> seconds = timed_pass();
+  std::this_thread::sleep_for(kPoolsParked);
   return seconds;
 }
 

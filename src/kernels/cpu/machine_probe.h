@@ -41,6 +41,10 @@ class BandwidthProbe {
   // Sums the whole buffer once and returns the seconds it took; fails if the sum is wrong (the
   // loads were dropped).
   Expected<double> timed_pass();
+  // timed_pass between two timed runs of other work: untimed pauses before and after it, longer
+  // than idle ThreadPool threads poll (about a millisecond), so neither side's threads run on
+  // the other's cores.
+  Expected<double> timed_pass_between_runs();
   // Best and median of the passes so far (zero rates before the first).
   BandwidthResult result() const;
 
