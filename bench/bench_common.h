@@ -127,13 +127,13 @@ PassTimes time_passes(size_t threads, size_t passes, const ThreadBody& thread_bo
   };
   pass();
   std::vector<double> times, bandwidths;
+  const double probe_gigabytes = alongside == nullptr ? 0.0 : static_cast<double>(alongside->result().buffer_bytes) / 1e9;
   for (size_t p = 0; p < passes; ++p) {
     const Clock::time_point start = Clock::now();
     pass();
     times.push_back(seconds_since(start));
     if (alongside == nullptr) continue;
-    const double seconds = must(alongside->timed_pass_between_runs(), "bandwidth probe");
-    bandwidths.push_back(static_cast<double>(alongside->result().buffer_bytes) / seconds / 1e9);
+    bandwidths.push_back(probe_gigabytes / must(alongside->timed_pass_between_runs(), "bandwidth probe"));
   }
   return {median(std::move(times)), bandwidths.empty() ? 0.0 : median(std::move(bandwidths))};
 }
@@ -159,8 +159,7 @@ inline StartedResult start_result(const std::string& program, int argc, char** a
                                   size_t threads) {
   StartedResult started;
   started.probe = must(kipp::kernels::BandwidthProbe::create(static_cast<uint32_t>(threads)), "bandwidth probe");
-  for (int pass = 0; pass < 10; ++pass) must(started.probe->timed_pass(), "bandwidth probe");
-  started.bandwidth = started.probe->result();
+  started.bandwidth = must(kipp::kernels::read_bandwidth(*started.probe), "bandwidth probe");
   nlohmann::json& result = started.result;
   record_machine_and_command(result, program, argc, argv);
   result["kernels"] = kernels;

@@ -374,11 +374,16 @@ BandwidthResult BandwidthProbe::result() const {
   return result;
 }
 
+Expected<BandwidthResult> read_bandwidth(BandwidthProbe& probe, uint32_t repeats) {
+  if (repeats == 0) return make_error("read_bandwidth: repeats must be at least 1");
+  for (uint32_t pass = 0; pass < repeats; ++pass) KIPP_RETURN_IF_ERROR(probe.timed_pass());
+  return probe.result();
+}
+
 Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes, uint32_t repeats) {
   if (repeats == 0) return make_error("read_bandwidth: repeats must be at least 1");
   KIPP_ASSIGN_OR_RETURN(auto probe, BandwidthProbe::create(threads, bytes));
-  for (uint32_t pass = 0; pass < repeats; ++pass) KIPP_RETURN_IF_ERROR(probe->timed_pass());
-  return probe->result();
+  return read_bandwidth(*probe, repeats);
 }
 
 std::string_view multiply_add_kind_name(MultiplyAddKind kind) {

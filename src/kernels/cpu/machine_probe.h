@@ -54,9 +54,13 @@ class BandwidthProbe {
   std::unique_ptr<State> state_;
 };
 
-// `repeats` timed passes of a fresh BandwidthProbe.
+inline constexpr uint32_t kDefaultBandwidthPasses = 10;
+
+// `repeats` timed passes of `probe`, and its result over all its passes.
+Expected<BandwidthResult> read_bandwidth(BandwidthProbe& probe, uint32_t repeats = kDefaultBandwidthPasses);
+// The same with a fresh BandwidthProbe, freed after.
 Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes = kDefaultBandwidthBytes,
-                                         uint32_t repeats = 10);
+                                         uint32_t repeats = kDefaultBandwidthPasses);
 
 enum class MultiplyAddKind { Fp32Fma, Bf16Dot, Int8Dot, AmxBf16, AmxInt8 };
 // "fp32_fma", "bf16_dot", "int8_dot", "amx_bf16", "amx_int8"
