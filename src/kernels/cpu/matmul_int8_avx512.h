@@ -1,7 +1,8 @@
 // Q8_0 and affine4 (Q4_1) weights times Q8 inputs with VPDPBUSD, for CPUs with AVX-512 VNNI.
 // Weights are arranged 16 rows at a time into panels (codes interleaved so one 32-bit lane is
 // one output): once at load time (pack_quantized_panels), or per call into per-thread buffers.
-// Input rows stream past two panels at once, 6 rows per tile: the integer sum of each block
+// Prefill's input rows stream past two panels at once, 6 rows per tile (decoding's 1-8 rows past
+// one panel, a single sequential stream of weights): the integer sum of each block
 // lands whole in its output's lane, so every result is the reference's bit for bit
 // (ref/q8_rows.h) whatever the number of rows, and prefill reads each code once per 6 rows.
 #pragma once
