@@ -7,9 +7,11 @@
 // projection by default) filling --mib MiB, so a pass over all of them reads memory, not cache,
 // as a decode step does. Each of --threads threads takes an equal share of every matrix's
 // outputs for a whole pass, so no synchronisation is timed. Medians of --passes passes.
+// With a small --mib and --laps N, each pass goes over the same weights N times, so they come
+// from cache: the kernels' compute rate apart from memory.
 //
 // Usage: kernel_bench [--types bf16,q8_0,affine4] [--rows 1,2,8,64] [--outputs 3072] [--cols 1024]
-//                     [--mib 384] [--passes 7] [--threads 2] [--out FILE.json]
+//                     [--mib 384] [--laps 1] [--passes 7] [--threads 2] [--out FILE.json]
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -78,7 +80,7 @@ struct Measured {
 };
 
 Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t outputs, size_t cols, size_t rows,
-                 uint64_t budget_bytes, size_t passes, size_t threads, kipp::kernels::BandwidthProbe& probe,
+                 uint64_t budget_bytes, size_t laps, size_t passes, size_t threads, kipp::kernels::BandwidthProbe& probe,
                  std::mt19937& rng) {
   std::vector<uint8_t> one = stored_matrix(type, outputs, cols, rng);
   // Arranged as the backend arranges them at load time, when the table has its own layout.
@@ -107,27 +109,31 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
     const size_t units = (outputs + 15) / 16;
     const size_t begin = std::min(outputs, 16 * (units * t / threads));
     const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
-    for (size_t c = 0; c < copies; ++c) {
-      const uint8_t* data = weights.get() + c * one.size();
-      kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
-      w.panels = panels;
-      w.data += begin * w.row_bytes;
-      w.rows = end - begin;
-      table.matmul(w, in, out.data() + begin, outputs);
-    }
+    for (size_t lap = 0; lap < laps; ++lap)
+      for (size_t c = 0; c < copies; ++c) {
+        const uint8_t* data = weights.get() + c * one.size();
+        kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
+        w.panels = panels;
+        w.data += begin * w.row_bytes;
+        w.rows = end - begin;
+        table.matmul(w, in, out.data() + begin, outputs);
+      }
   }, &probe);
   const double seconds = timed.median_seconds;
-  return {seconds, static_cast<double>(copies * one.size()) / seconds / 1e9,
-          2.0 * static_cast<double>(rows * outputs * cols * copies) / seconds / 1e9,
+  const double read = static_cast<double>(laps * copies);
+  return {seconds, read * static_cast<double>(one.size()) / seconds / 1e9,
+          2.0 * read * static_cast<double>(rows * outputs * cols) / seconds / 1e9,
           timed.bandwidth_alongside_gb_per_second};
 }
 
 void usage() {
   std::cout << "Usage: kernel_bench [--types bf16,q8_0,affine4] [--rows 1,2,8,64] [--outputs 3072] [--cols 1024]\n"
-               "                    [--mib 384] [--passes 7] [--threads 2] [--out FILE.json]\n"
+               "                    [--mib 384] [--laps 1] [--passes 7] [--threads 2] [--out FILE.json]\n"
                "Times the kernel table's matrix products alone over --mib MiB of weights (copies of one\n"
                "outputs x cols matrix, so each pass reads memory) and reports weight bytes/s against the\n"
-               "read bandwidth measured between its passes, and FLOP/s, per weight type and input row count.\n";
+               "read bandwidth measured between its passes, and FLOP/s, per weight type and input row count.\n"
+               "--laps N goes over the weights N times per pass: with a --mib that fits the caches, the\n"
+               "kernels' rate on weights already in cache.\n";
 }
 
 }  // namespace
@@ -135,7 +141,7 @@ void usage() {
 int main(int argc, char** argv) {
   std::vector<std::string> types = {"bf16", "q8_0", "affine4"};
   std::vector<size_t> row_counts = {1, 2, 8, 64};
-  size_t outputs = 3072, cols = 1024, mib = 384;
+  size_t outputs = 3072, cols = 1024, mib = 384, laps = 1;
   kipp::bench::CommonOptions common;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -153,6 +159,8 @@ int main(int argc, char** argv) {
       cols = parse_count(kProgram, value(), arg);
     } else if (arg == "--mib") {
       mib = parse_count(kProgram, value(), arg);
+    } else if (arg == "--laps") {
+      laps = parse_count(kProgram, value(), arg);
     } else if (!kipp::bench::take_common_option(kProgram, argc, argv, i, common)) {
       die("unknown option '" + arg + "' (see --help)");
     }
@@ -165,12 +173,12 @@ int main(int argc, char** argv) {
   const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
   auto [result, bandwidth, probe] = kipp::bench::start_result(kProgram, argc, argv, table.name, common.threads);
   std::mt19937 rng(7);
-  result["shape"] = {{"outputs", outputs}, {"cols", cols}, {"weight_mib", mib}};
+  result["shape"] = {{"outputs", outputs}, {"cols", cols}, {"weight_mib", mib}, {"laps", laps}};
   for (size_t i = 0; i < types.size(); ++i) {
     const std::string& name = types[i];
     const GgmlType type = parsed_types[i];
     for (size_t rows : row_counts) {
-      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, common.passes, common.threads,
+      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, laps, common.passes, common.threads,
                                  *probe, rng);
       std::fprintf(stderr, "%-8s rows %4zu  %7.2f GB/s (%3.0f%% of the %.1f GB/s read alongside)  %7.1f GFLOP/s\n",
                    name.c_str(), rows, m.gb_per_second, 100 * m.gb_per_second / m.bandwidth_alongside_gb_per_second,

@@ -45,6 +45,15 @@ if(KIPP_BUILD_BENCH)
   # Each run carries the read bandwidth of the probe passes taken between its passes.
   set_tests_properties(kernel_bench_small PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
                        "\"bandwidth_alongside_gb_per_second\": [1-9][0-9.e+]*,.*\"of_bandwidth_alongside\".*\"type\": \"affine4\".*\"weight_gb_per_second\"")
+  # --laps: weights that fit the caches, read several times per pass; the JSON says how often.
+  add_test(NAME kernel_bench_laps
+           COMMAND kernel_bench --types q8_0 --rows 2 --outputs 64 --cols 256 --mib 1 --laps 3 --passes 1)
+  set_tests_properties(kernel_bench_laps PROPERTIES TIMEOUT 120 PASS_REGULAR_EXPRESSION
+                       "\"type\": \"q8_0\".*\"laps\": 3,.*\"weight_mib\": 1")
+  add_test(NAME kernel_bench_bad_laps
+           COMMAND sh -c "\"$0\" --laps 0 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kernel_bench>)
+  set_tests_properties(kernel_bench_bad_laps PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
+                       "^kernel_bench: --laps must be a positive whole number, got '0'\nexit=1\n$")
   add_test(NAME kernel_bench_bad_type
            COMMAND sh -c "\"$0\" --types q5 2>&1; echo \"exit=$?\"" $<TARGET_FILE:kernel_bench>)
   set_tests_properties(kernel_bench_bad_type PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
