@@ -15,7 +15,7 @@ function(kipp_server_test name timeout)
   cmake_parse_arguments(PARSE_ARGV 2 srv "" "" "FIXTURES")
   add_test(NAME ${name} COMMAND node ${KIPP_SERVER_TESTS_DIR}/${name}.mjs)
   set_tests_properties(${name} PROPERTIES
-                       ENVIRONMENT "KIPP=$<TARGET_FILE:kipp>;KIPP_MODELS=${KIPP_MODELS}"
+                       ENVIRONMENT "KIPP=$<TARGET_FILE:kipp>;KIPP_MODELS=${KIPP_MODELS};KIPP_SANITIZED=$<BOOL:${KIPP_SANITIZE}>"
                        FIXTURES_REQUIRED "gguf_tiny_bf16;${srv_FIXTURES}"
                        TIMEOUT ${timeout} RESOURCE_LOCK kipp_server PROCESSORS 2
                        PASS_REGULAR_EXPRESSION "${name}: all [0-9]+ checks passed"

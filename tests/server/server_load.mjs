@@ -11,8 +11,13 @@
 // first third is warm-up (pool pages, caches, thread stacks) - and the overall peak may exceed
 // the idle RSS after start by at most 32 MiB (pool) + RSS_SLACK_MIB (128 MiB).
 // Afterwards: batch and queue empty, the request and token counters match what the clients saw.
+// Under a sanitizer build (env KIPP_SANITIZED=1, set by CTest) the RSS figures are reported but
+// not bounded: AddressSanitizer keeps freed memory in its quarantine and caches and runs ~15x
+// slower, so RSS climbs through the whole load (148 MiB from the middle to the last third with the
+// default quarantine, 17-26 MiB with a 16 MiB one and 2-4 min of load, where the release build
+// stays within 1 MiB); the release build, which CI runs, holds the bounds.
 //
-// Usage: node tests/server/server_load.mjs   (env KIPP, KIPP_MODELS, KIPP_SERVER_LOAD_S)
+// Usage: node tests/server/server_load.mjs   (env KIPP, KIPP_MODELS, KIPP_SERVER_LOAD_S, KIPP_SANITIZED)
 import {
   main, startServer, streamRequest, collectStream, metrics, metric, waitMetrics, readRssKib, rng, words, sleep, fmt, trunc, TINY_NAME,
 } from './lib.mjs';
@@ -117,6 +122,10 @@ await main('server_load', async (t) => {
     const top = Math.max(...rss.map(([, v]) => v));
     t.info(`RSS idle ${mib(idleRss).toFixed(1)} MiB, peak of the middle third ${mib(mid).toFixed(1)} MiB, of the last third ${mib(last).toFixed(1)} MiB, overall ${mib(top).toFixed(1)} MiB (${rss.length} samples)`);
     t.ok(rss.length >= 10, `only ${rss.length} RSS samples`);
+    if (process.env.KIPP_SANITIZED === '1') {
+      t.info('sanitizer build: RSS growth and peak not bounded (the allocator keeps freed memory; see the header)');
+      return;
+    }
     t.ok(last - mid <= RSS_GROWTH_MIB * 1024, `RSS grew ${mib(last - mid).toFixed(1)} MiB from the middle to the last third of the load (bound ${RSS_GROWTH_MIB} MiB): a leak?`);
     t.ok(top - idleRss <= (POOL_MIB + RSS_SLACK_MIB) * 1024, `RSS peak ${mib(top).toFixed(1)} MiB exceeds idle ${mib(idleRss).toFixed(1)} MiB + pool ${POOL_MIB} MiB + ${RSS_SLACK_MIB} MiB`);
   });
