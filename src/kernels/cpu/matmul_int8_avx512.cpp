@@ -158,10 +158,10 @@ struct BuiltPanels {
 // Panels stored in the weights by pack_quantized_panels (StoredPanelBlock).
 template <bool Affine>
 struct StoredPanels {
-  const uint8_t* first;  // block 0 of panel 0
+  static constexpr size_t kBlockBytes = stored_panel_block(Affine).bytes;  // one block of a whole panel
+  const uint8_t* first;                                                    // block 0 of panel 0
   size_t panel_bytes;
-  size_t block_bytes;  // one block of a whole panel
-  const uint8_t* at(int p, size_t b) const { return first + static_cast<size_t>(p) * panel_bytes + b * block_bytes; }
+  const uint8_t* at(int p, size_t b) const { return first + static_cast<size_t>(p) * panel_bytes + b * kBlockBytes; }
   KIPP_AVX512 __m512 scales(int p, size_t b) const {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(p, b))));
   }
@@ -170,7 +170,8 @@ struct StoredPanels {
   }
   KIPP_AVX512 void fetch_ahead(int p, size_t b) const {
     const uint8_t* block = at(p, b + kFetchAheadBlocks);
-    for (size_t line = 0; line < block_bytes; line += 64)
+#pragma GCC unroll 9
+    for (size_t line = 0; line < kBlockBytes; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T1);
   }
   KIPP_AVX512 __m512i codes(int p, size_t b, int g) const {
@@ -273,7 +274,6 @@ void multiply_panels(const Source& panels, int count, const PreparedInput& in, f
 template <bool Affine>
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   if (w.panels) {
-    const size_t block_bytes = stored_panel_block(Affine).bytes;
     const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
     // Up to 8 rows (decoding, batched or not) take one panel at a time in a single tile: every
     // panel is read from memory once, as one sequential stream, and no second tile re-reads it
@@ -282,7 +282,7 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
     const size_t side_by_side = in.rows <= static_cast<size_t>(tile_rows(1)) ? 1 : kMaxPanels;
     for (size_t first = 0; first < w.rows; first += side_by_side * kPanelRows) {
       const int count = first + side_by_side * kPanelRows <= w.rows ? static_cast<int>(side_by_side) : 1;
-      const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelRows * w.row_bytes, block_bytes};
+      const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelRows * w.row_bytes};
       multiply_panels<Affine>(panels, count, in, out + first, out_stride, store);
     }
     return;
