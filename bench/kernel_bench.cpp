@@ -80,8 +80,8 @@ struct Measured {
 };
 
 Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t outputs, size_t cols, size_t rows,
-                 uint64_t budget_bytes, size_t laps, size_t passes, size_t threads, kipp::kernels::BandwidthProbe& probe,
-                 std::mt19937& rng) {
+                 uint64_t budget_bytes, size_t laps, size_t passes, size_t threads,
+                 kipp::kernels::BandwidthProbe& probe, std::mt19937& rng) {
   std::vector<uint8_t> one = stored_matrix(type, outputs, cols, rng);
   // Arranged as the backend arranges them at load time, when the table has its own layout.
   kipp::kernels::WeightMatrix view = kipp::kernels::make_weight_matrix(type, one.data(), outputs, cols);
@@ -178,8 +178,8 @@ int main(int argc, char** argv) {
     const std::string& name = types[i];
     const GgmlType type = parsed_types[i];
     for (size_t rows : row_counts) {
-      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, laps, common.passes, common.threads,
-                                 *probe, rng);
+      const Measured m = measure(table, type, outputs, cols, rows, uint64_t{mib} << 20, laps, common.passes,
+                                 common.threads, *probe, rng);
       std::fprintf(stderr, "%-8s rows %4zu  %7.2f GB/s (%3.0f%% of the %.1f GB/s read alongside)  %7.1f GFLOP/s\n",
                    name.c_str(), rows, m.gb_per_second, 100 * m.gb_per_second / m.bandwidth_alongside_gb_per_second,
                    m.bandwidth_alongside_gb_per_second, m.gflop_per_second);
