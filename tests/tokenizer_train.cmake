@@ -7,7 +7,7 @@ set(KIPP_TOKTRAIN_CORPUS ${KIPP_TOKTRAIN_WORK}/corpus.txt)
 set(KIPP_TOKTRAIN_EXPECT_ERROR ${CMAKE_CURRENT_SOURCE_DIR}/integration/expect_error.sh)
 
 add_test(NAME tokenizer_train_corpus
-         COMMAND sh -c "mkdir -p ${KIPP_TOKTRAIN_WORK}/out && cp ${CMAKE_CURRENT_SOURCE_DIR}/train/corpus.md ${KIPP_TOKTRAIN_CORPUS}")
+         COMMAND sh -c "mkdir -p ${KIPP_TOKTRAIN_WORK}/out ${KIPP_TOKTRAIN_WORK}/bytes && cp ${CMAKE_CURRENT_SOURCE_DIR}/train/corpus.md ${KIPP_TOKTRAIN_CORPUS}")
 set_tests_properties(tokenizer_train_corpus PROPERTIES FIXTURES_SETUP tokenizer_train_corpus)
 
 add_test(NAME tokenizer_train_help COMMAND $<TARGET_FILE:kipp> tokenizer train --help)
@@ -25,8 +25,10 @@ add_test(NAME tokenizer_train_encode
                  --text "<|im_start|>user<|im_end|><eos>")
 set_tests_properties(tokenizer_train_encode PROPERTIES FIXTURES_REQUIRED tokenizer_train_out
                      PASS_REGULAR_EXPRESSION "^998 [0-9 ]+ 999 996\n$")
+# In a directory of its own: its tokenizer_config.json (written beside the output) must not
+# replace the one tokenizer_train_encode reads with out/tokenizer.json.
 add_test(NAME tokenizer_train_byte_level
-         COMMAND $<TARGET_FILE:kipp> tokenizer train --byte-level -o ${KIPP_TOKTRAIN_WORK}/out/bytes.json)
+         COMMAND $<TARGET_FILE:kipp> tokenizer train --byte-level -o ${KIPP_TOKTRAIN_WORK}/bytes/tokenizer.json)
 set_tests_properties(tokenizer_train_byte_level PROPERTIES FIXTURES_REQUIRED tokenizer_train_corpus
                      PASS_REGULAR_EXPRESSION "263 tokens \\(256 bytes, 0 learned, 7 special\\), 0 merges")
 

@@ -74,66 +74,86 @@ Expected<PrefillRun> run_prefill(Engine& engine, uint32_t tokens, uint32_t repea
   return PrefillRun{tokens, repeats, spread_of(std::move(rates))};
 }
 
-Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
-                               kernels::BandwidthProbe* alongside) {
-  DecodeRun run;
+namespace {
+
+// A private session decoding its own sequence: the argmax of its last logits is its next token.
+struct Sequence {
+  std::unique_ptr<Session> session;
+  std::vector<float> logits;
+  uint32_t next = 0;
+};
+
+Expected<Sequence> start_sequence(Engine& engine, uint32_t prompt_tokens, uint32_t capacity, uint64_t stream) {
+  Sequence sequence;
+  KIPP_ASSIGN_OR_RETURN(sequence.session, private_session(engine, capacity));
+  sequence.logits.resize(engine.vocab_size());
+  KIPP_RETURN_IF_ERROR(sequence.session->eval(bench_tokens(engine, prompt_tokens, stream), 1, sequence.logits.data()));
+  return sequence;
+}
+
+// Seconds of one eval of each sequence's next token, all in one call.
+Expected<double> timed_step(Engine& engine, std::vector<Sequence>& sequences) {
+  std::vector<BatchItem> items;
+  for (Sequence& s : sequences) {
+    s.next = argmax(s.logits);
+    items.push_back(BatchItem{s.session.get(), std::span<const uint32_t>(&s.next, 1), 1, s.logits.data()});
+  }
+  const auto start = Clock::now();
+  KIPP_RETURN_IF_ERROR(items.size() == 1 ? items[0].session->eval(items[0].tokens, 1, items[0].logits)
+                                         : engine.eval_batch(items));
+  return seconds_since(start);
+}
+
+}  // namespace
+
+Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate, uint32_t batch_sequences,
+                                std::unique_ptr<kernels::BandwidthProbe> alongside) {
+  const uint32_t capacity = prompt_tokens + generate;
+  DecodeRuns runs;
+  DecodeRun& run = runs.decode;
   run.prompt_tokens = prompt_tokens;
   run.generated_tokens = generate;
-  run.session_capacity = prompt_tokens + generate;
-  KIPP_ASSIGN_OR_RETURN(auto session, private_session(engine, run.session_capacity));
-  run.session_kv_bytes = session->kv_storage_bytes();
-  std::vector<float> logits(engine.vocab_size());
-  KIPP_RETURN_IF_ERROR(session->eval(bench_tokens(engine, prompt_tokens, 0), 1, logits.data()));
-  std::vector<double> rates;
-  double total_seconds = 0;
+  run.session_capacity = capacity;
+  std::vector<Sequence> single, batch;
+  KIPP_ASSIGN_OR_RETURN(Sequence first, start_sequence(engine, prompt_tokens, capacity, 0));
+  run.session_kv_bytes = first.session->kv_storage_bytes();
+  single.push_back(std::move(first));
+  for (uint32_t s = 0; batch_sequences > 1 && s < batch_sequences; ++s) {
+    KIPP_ASSIGN_OR_RETURN(Sequence sequence, start_sequence(engine, prompt_tokens, capacity, 1 + s));
+    batch.push_back(std::move(sequence));
+  }
+  std::vector<double> rates, batch_rates, speedups;
+  double total_seconds = 0, batch_seconds = 0;
   for (uint32_t t = 0; t < generate; ++t) {
-    const uint32_t next = argmax(logits);
-    const auto start = Clock::now();
-    KIPP_RETURN_IF_ERROR(session->eval(std::span<const uint32_t>(&next, 1), 1, logits.data()));
-    const double seconds = seconds_since(start);
+    KIPP_ASSIGN_OR_RETURN(const double seconds, timed_step(engine, single));
     total_seconds += seconds;
     rates.push_back(1.0 / seconds);
     if (alongside != nullptr) KIPP_RETURN_IF_ERROR(alongside->timed_pass_between_runs());
+    if (batch.empty()) continue;
+    KIPP_ASSIGN_OR_RETURN(const double step_seconds, timed_step(engine, batch));
+    batch_seconds += step_seconds;
+    batch_rates.push_back(static_cast<double>(batch.size()) / step_seconds);
+    speedups.push_back(batch_rates.back() / rates.back());
   }
   std::fprintf(stderr, "  decode %u tokens after a %u-token prompt: %.3f s\n", generate, prompt_tokens, total_seconds);
+  if (!batch.empty())
+    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, one after each decode token\n", batch.size(), generate,
+                 batch_seconds);
   if (alongside != nullptr) {
     run.bandwidth_alongside = alongside->result();
     std::fprintf(stderr, "  read bandwidth between the tokens: %.2f GB/s best, %.2f median\n",
                  run.bandwidth_alongside->best_gb_per_second, run.bandwidth_alongside->median_gb_per_second);
+    alongside.reset();
   }
   run.tokens_per_second = spread_of(std::move(rates));
   run.mean_tokens_per_second = generate / total_seconds;
   // Token t (from 0) sits at position prompt + t and attends to prompt + t + 1 positions.
   run.mean_positions = prompt_tokens + (generate + 1) / 2.0;
-  return run;
-}
-
-Expected<BatchRun> run_batch(Engine& engine, uint32_t sequences, uint32_t prompt_tokens, uint32_t steps) {
-  const uint32_t vocab = engine.vocab_size();
-  std::vector<std::unique_ptr<Session>> sessions;
-  std::vector<std::vector<float>> logits(sequences, std::vector<float>(vocab));
-  for (uint32_t s = 0; s < sequences; ++s) {
-    KIPP_ASSIGN_OR_RETURN(auto session, private_session(engine, prompt_tokens + steps));
-    KIPP_RETURN_IF_ERROR(session->eval(bench_tokens(engine, prompt_tokens, 1 + s), 1, logits[s].data()));
-    sessions.push_back(std::move(session));
-  }
-  std::vector<uint32_t> next(sequences);
-  std::vector<BatchItem> items(sequences);
-  std::vector<double> rates;
-  double total_seconds = 0;
-  for (uint32_t step = 0; step < steps; ++step) {
-    for (uint32_t s = 0; s < sequences; ++s) {
-      next[s] = argmax(logits[s]);
-      items[s] = BatchItem{sessions[s].get(), std::span<const uint32_t>(&next[s], 1), 1, logits[s].data()};
-    }
-    const auto start = Clock::now();
-    KIPP_RETURN_IF_ERROR(engine.eval_batch(items));
-    const double seconds = seconds_since(start);
-    total_seconds += seconds;
-    rates.push_back(sequences / seconds);
-  }
-  std::fprintf(stderr, "  batch of %u: %u steps in %.3f s\n", sequences, steps, total_seconds);
-  return BatchRun{sequences, prompt_tokens, steps, spread_of(std::move(rates))};
+  if (!batch.empty())
+    runs.batch = BatchRun{static_cast<uint32_t>(batch.size()), prompt_tokens, generate, spread_of(std::move(batch_rates)),
+                          spread_of(std::move(speedups))};
+  KIPP_ASSIGN_OR_RETURN(runs.memory_at_end, read_process_memory());
+  return runs;
 }
 
 }  // namespace kipp::cli

@@ -1,13 +1,15 @@
-// The timed parts of `kipp bench`: prefill of a prompt in one eval, decode one token at a time,
-// and batched decode of several sequences through Engine::eval_batch. Tokens are pseudo-random
-// ordinary (non-added) ids from a fixed seed, and decode feeds back the argmax, so a run is
-// repeatable and needs no sampler. Progress goes to stderr.
+// The timed parts of `kipp bench`: prefill of a prompt in one eval, and decode one token at a
+// time alternated with batched decode of several sequences through Engine::eval_batch. Tokens
+// are pseudo-random ordinary (non-added) ids from a fixed seed, and decode feeds back the
+// argmax, so a run is repeatable and needs no sampler. Progress goes to stderr.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "core/process_stats.h"
 #include "core/status.h"
 #include "kernels/cpu/machine_probe.h"
 #include "runtime/engine.h"
@@ -53,21 +55,29 @@ struct DecodeRun {
   std::optional<kernels::BandwidthResult> bandwidth_alongside;
 };
 
-// One session: the prompt, then `generate` single-token evals, each timed. With `alongside`,
-// one pass of it after each token (BandwidthProbe::timed_pass_between_runs), so decode and
-// bandwidth are measured in the same moments.
-Expected<DecodeRun> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
-                               kernels::BandwidthProbe* alongside);
-
 struct BatchRun {
   uint32_t sequences = 0;
   uint32_t prompt_tokens = 0;
   uint32_t steps = 0;
   RateSpread tokens_per_second;  // aggregate: sequences / each step's time
+  // Per step: its aggregate rate over the rate of the decode token taken just before it.
+  RateSpread speedup;
 };
 
-// `sequences` private sessions with a prompt each (untimed), then `steps` eval_batch calls
-// with one token per session, each timed.
-Expected<BatchRun> run_batch(Engine& engine, uint32_t sequences, uint32_t prompt_tokens, uint32_t steps);
+struct DecodeRuns {
+  DecodeRun decode;
+  std::optional<BatchRun> batch;
+  ProcessMemory memory_at_end;  // every session still open, the probe freed
+};
+
+// One session with a prompt of `prompt_tokens` and, with `batch_sequences` > 1, that many more,
+// each with its own prompt of the same length (untimed); then `generate` rounds of: one decode
+// token of the single session (timed), one pass of `alongside` if given
+// (BandwidthProbe::timed_pass_between_runs), and one eval_batch step of one token per batch
+// session (timed). Taken in turn, decode, bandwidth and batch see the same moments of a shared
+// host, so their ratios hold when its bandwidth moves. `alongside` is freed after the rounds and
+// the memory read before the sessions close.
+Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate, uint32_t batch_sequences,
+                                std::unique_ptr<kernels::BandwidthProbe> alongside);
 
 }  // namespace kipp::cli

@@ -37,10 +37,10 @@ Measures, on --threads threads (0: one per hardware thread):
            per token + K/V at the run's mean context) and their rate against the bandwidth
            of the passes taken between the tokens (the same moments of a shared host)
   batch    --batch sessions with the same prompt length, then --gen eval_batch steps of one
-           token each; aggregate tokens/s and its ratio to single-sequence decode (skipped
-           with --batch 0 or 1)
-  memory   resident and peak resident size (after the first probes, before decode), K/V
-           bytes per token and per decode session
+           token each, one after each decode token (and its pass); aggregate tokens/s and its
+           ratio to the decode token just before, per step (skipped with --batch 0 or 1)
+  memory   resident size at the end with every session open, and the peak since the first
+           probes (neither counts a probe's buffer); K/V bytes per token and per decode session
 
 --json prints one JSON document (machine, command, model, every figure with its unit in the
 key) on stdout instead of the table; --json FILE writes it to FILE and keeps the table.
@@ -150,24 +150,22 @@ int run_bench(const BenchArgs& args) {
     if (!run.ok()) return bench_fail("prefill: " + run.message());
     result.prefills.push_back(*run);
   }
-  if (args.batch > 1) {
-    auto batch = run_batch(engine, args.batch, decode_prompt, args.generate);
-    if (!batch.ok()) return bench_fail("batch: " + batch.message());
-    result.batch = *batch;
-  }
-  // Before decode: its bandwidth probe's buffer is not the engine's memory.
-  auto memory = read_process_memory();
-  if (!memory.ok()) return bench_fail(memory.message());
-  result.memory = *memory;
+  // The peak so far, before the probe alongside decode holds its buffer; from here on only the
+  // sessions grow, so the end of the run (the probe freed) is the rest of the peak.
+  auto before_decode = read_process_memory();
+  if (!before_decode.ok()) return bench_fail(before_decode.message());
   std::unique_ptr<kernels::BandwidthProbe> alongside;
   if (!args.no_probe) {
     auto probe = kernels::BandwidthProbe::create(result.threads);
     if (!probe.ok()) return bench_fail(probe.message());
     alongside = std::move(*probe);
   }
-  auto decode = run_decode(engine, decode_prompt, args.generate, alongside.get());
-  if (!decode.ok()) return bench_fail("decode: " + decode.message());
-  result.decode = *decode;
+  auto runs = run_decode(engine, decode_prompt, args.generate, args.batch, std::move(alongside));
+  if (!runs.ok()) return bench_fail("decode: " + runs.message());
+  result.decode = runs->decode;
+  result.batch = runs->batch;
+  result.memory = {runs->memory_at_end.rss_bytes,
+                   std::max(before_decode->peak_rss_bytes, runs->memory_at_end.rss_bytes)};
 
   if (!args.json) {
     print_bench_table(engine, result);

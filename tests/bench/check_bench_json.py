@@ -82,7 +82,7 @@ def main():
                 "decode.achieved_gb_per_second", "decode.bandwidth_alongside.best_gb_per_second",
                 "decode.bandwidth_alongside.median_gb_per_second", "decode.bandwidth_alongside.passes",
                 "decode.bandwidth_fraction", "decode.bandwidth_fraction_of_best_pass", "batch.aggregate_tokens_per_second",
-                "batch.speedup_vs_single_sequence", "memory.rss_bytes", "memory.peak_rss_bytes",
+                "batch.speedup_vs_single_sequence", "batch.speedup_per_step", "memory.rss_bytes", "memory.peak_rss_bytes",
                 "memory.kv_bytes_per_token", "memory.kv_bytes_per_session"]
     for path in required:
         try:
@@ -167,8 +167,13 @@ def main():
     b = doc["batch"]
     check(b["sequences"] == args.batch and b["steps"] == args.gen, "batch sequences/steps")
     check_spread(b["aggregate_tokens_per_second"], "batch.aggregate_tokens_per_second")
-    check(close(b["speedup_vs_single_sequence"], b["aggregate_tokens_per_second"]["median"] / d["tokens_per_second"]["median"]),
-          "batch.speedup_vs_single_sequence")
+    check_spread(b["speedup_per_step"], "batch.speedup_per_step")
+    check(b["speedup_vs_single_sequence"] == b["speedup_per_step"]["median"], "batch.speedup_vs_single_sequence")
+    # Each step's ratio is its rate over the decode token's before it: the extremes bound them.
+    rate_b, rate_d = b["aggregate_tokens_per_second"], d["tokens_per_second"]
+    check(rate_b["min"] / rate_d["max"] * (1 - 1e-9) <= b["speedup_per_step"]["min"]
+          and b["speedup_per_step"]["max"] <= rate_b["max"] / rate_d["min"] * (1 + 1e-9),
+          "batch.speedup_per_step outside what the batch and decode rates allow")
 
     m = doc["memory"]
     check(m["rss_bytes"] > 0 and m["peak_rss_bytes"] >= m["rss_bytes"], "memory: RSS not positive or above its peak")

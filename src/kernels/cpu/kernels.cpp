@@ -24,18 +24,19 @@ constexpr KernelTable kPortable{"portable",          &ref::dequantize_row, &port
                                 &portable::add,      &portable::store_bf16};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
-constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &ref::dequantize_row, &portable::prepare_rows,
+constexpr KernelTable kAvx512{"avx512-bf16-vnni",  &avx512::dequantize_row, &portable::prepare_rows,
                               &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
                               &portable::rope,     &avx512::attention_rows, &portable::swiglu,
-                              &portable::add,      &portable::store_bf16, &avx512::stores_panels,
+                              &portable::add,      &portable::store_bf16, &avx512::packs_weights,
                               &avx512::pack_weights};
 
-// The AVX-512 table with BF16 products, and quantized ones of 9 rows or more, on AMX tiles.
-constexpr KernelTable kAmx{"avx512-amx-bf16",   &amx::dequantize_row, &portable::prepare_rows,
+// The AVX-512 table (the same packed weights) with BF16 products, and quantized ones of 9 rows
+// or more, on AMX tiles.
+constexpr KernelTable kAmx{"avx512-amx-bf16",   &avx512::dequantize_row, &portable::prepare_rows,
                            &amx::matmul,        &portable::rms_norm,  &ref::rope_angles,
                            &portable::rope,     &avx512::attention_rows, &portable::swiglu,
-                           &portable::add,      &portable::store_bf16, &amx::packs_weights,
-                           &amx::pack_weights,  true,                 &amx::int8_tiles_for_rows};
+                           &portable::add,      &portable::store_bf16, &avx512::packs_weights,
+                           &avx512::pack_weights, true,               &amx::int8_tiles_for_rows};
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};

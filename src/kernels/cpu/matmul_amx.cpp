@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "core/half.h"
 #include "kernels/cpu/amx_tiles.h"
+#include "kernels/cpu/bf16_panels.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
@@ -22,6 +22,8 @@ namespace kipp::kernels::amx {
 namespace {
 
 constexpr size_t kBlockColumns = 32;  // BF16 columns per tile product
+static_assert(kTileBytes == kBf16TileBytes && kTileRows == kBf16PanelRows && kBlockColumns == kBf16BlockColumns,
+              "the weight tiles are the BF16 panels' tiles");
 // Output panels per pass over the input rows: 128 outputs x up to 3072 columns of weights stay
 // in L2 while every row tile streams past them, so the weights are read from memory once.
 constexpr size_t kPanelsPerPass = 8;
@@ -199,42 +201,6 @@ bool supported() {
   static const bool usable = avx512::supported() && cpu_has_amx_bf16() &&
                              syscall(SYS_arch_prctl, kRequestPermission, kTileDataFeature) == 0;
   return usable;
-}
-
-bool stores_tiles(const WeightMatrix& w) {
-  return w.type == GgmlType::BF16 && w.rows % kTileRows == 0 && w.rows > 0 && w.cols % kBlockColumns == 0;
-}
-
-bool packs_weights(const WeightMatrix& w) { return stores_tiles(w) || avx512::stores_panels(w); }
-
-// Tile (panel p, block b) holds, in row k (k < 16), output n's columns 32b + 2k and 32b + 2k + 1
-// at bytes 4n..4n+3: the pairs TDPBF16PS multiplies by input row m's same two columns.
-bool pack_weights(const WeightMatrix& w, uint8_t* out) {
-  if (!stores_tiles(w)) return avx512::pack_weights(w, out);
-  const size_t pairs_per_row = w.cols / 2, blocks = w.cols / kBlockColumns;
-  for (size_t panel = 0; panel < w.rows / kTileRows; ++panel)
-    for (size_t b = 0; b < blocks; ++b) {
-      uint8_t* tile = out + (panel * blocks + b) * kTileBytes;
-      for (size_t k = 0; k < kTileRows; ++k)
-        for (size_t n = 0; n < kTileRows; ++n) {
-          const size_t pair = (panel * kTileRows + n) * pairs_per_row + b * kTileRows + k;
-          std::memcpy(tile + (k * kTileRows + n) * 4, w.data + pair * 4, 4);
-        }
-    }
-  return true;
-}
-
-void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
-  if (w.type != GgmlType::BF16 || !w.panels) return ref::dequantize_row(w, row, out);
-  const size_t blocks = w.cols / kBlockColumns, n = row % kTileRows;
-  const uint8_t* panel = w.data + (row / kTileRows) * blocks * kTileBytes;
-  for (size_t b = 0; b < blocks; ++b)
-    for (size_t k = 0; k < kTileRows; ++k) {
-      uint16_t pair[2];
-      std::memcpy(pair, panel + b * kTileBytes + (k * kTileRows + n) * 4, 4);
-      out[b * kBlockColumns + 2 * k] = bf16_to_f32(pair[0]);
-      out[b * kBlockColumns + 2 * k + 1] = bf16_to_f32(pair[1]);
-    }
 }
 
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {

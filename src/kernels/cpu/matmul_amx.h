@@ -14,19 +14,8 @@ namespace kipp::kernels::amx {
 // grants them on request, once per process; the request is made here).
 bool supported();
 
-// Whether pack_bf16_tiles takes w: BF16 with whole panels of 16 rows and whole 32-column blocks.
-bool stores_tiles(const WeightMatrix& w);
-
-// KernelTable::packs_weights / pack_weights: BF16 matrices as tiles (stores_tiles), Q8_0 and
-// affine4 as the AVX-512 kernels' panels.
-bool packs_weights(const WeightMatrix& w);
-bool pack_weights(const WeightMatrix& w, uint8_t* out);
-
-// ref::dequantize_row's contract, reading BF16 matrices packed by pack_weights too (a tied
-// output head, packed, is also the token embedding).
-void dequantize_row(const WeightMatrix& w, size_t row, float* out);
-
-// ref::matmul's contract. BF16 weights packed by pack_weights: per output, one FP32 accumulator
+// ref::matmul's contract. BF16 weights packed as panels (bf16_panels.h, the tiles TDPBF16PS
+// reads; avx512::pack_weights packs them): per output, one FP32 accumulator
 // that every 32-column block adds its 16 pair products to, in column order, whatever the number
 // of rows or outputs computed together (rows are zero-padded to whole tiles). Packed Q8_0 and
 // affine4 weights times kMinTileRows rows or more: quantized_panels_matmul. Everything else:

@@ -7,6 +7,8 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/avx512_sum.h"
+#include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/matmul_bf16_panels_avx512.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 
 #include <algorithm>
@@ -19,6 +21,9 @@
 
 namespace kipp::kernels::avx512 {
 namespace {
+
+// The row-major BF16 kernel below serves matrices that are not whole BF16 panels (packed
+// matrices go to bf16_panels_matmul). Its tuning was measured when it served every one.
 
 // Outputs computed per pass over the input rows: a block of weight rows stays in L2 while every
 // row tile of the input streams past it. With many rows the input is the larger stream, and
@@ -158,15 +163,27 @@ bool supported() {
          __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
 }
 
+bool packs_weights(const WeightMatrix& w) { return stores_bf16_panels(w) || stores_panels(w); }
+
 bool pack_weights(const WeightMatrix& w, uint8_t* out) {
+  if (stores_bf16_panels(w)) {
+    pack_bf16_panels(w, out);
+    return true;
+  }
   if (!stores_panels(w)) return false;
   pack_quantized_panels(w, out);
   return true;
 }
 
+void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
+  if (w.type == GgmlType::BF16 && w.panels) return dequantize_bf16_panel_row(w, row, out);
+  ref::dequantize_row(w, row, out);
+}
+
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   switch (w.type) {
     case GgmlType::BF16:
+      if (w.panels) return bf16_panels_matmul(w, in, out, out_stride);
       return bf16_matmul(w, in, out, out_stride);
     case GgmlType::Q8_0:
     case GgmlType::Q4_1:
