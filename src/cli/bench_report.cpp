@@ -243,7 +243,7 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", decode_label.c_str(), d.tokens_per_second.median,
               d.tokens_per_second.min, d.tokens_per_second.max, versus.c_str());
   if (const auto& alongside = d.bandwidth_alongside)
-    std::printf("%-22s %10.1f %10s %10.1f   GB/s read, one pass after each decode token\n", "  bandwidth alongside",
+    std::printf("%-22s %10.1f %10s %10.1f   GB/s read, one pass before each decode token\n", "  bandwidth alongside",
                 alongside->median_gb_per_second, "", alongside->best_gb_per_second);
   if (result.batch) {
     const BatchRun& b = *result.batch;

@@ -125,10 +125,10 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   std::vector<double> rates, batch_rates, speedups;
   double total_seconds = 0, batch_seconds = 0;
   for (uint32_t t = 0; t < generate; ++t) {
+    if (alongside != nullptr) KIPP_RETURN_IF_ERROR(alongside->timed_pass_between_runs());
     KIPP_ASSIGN_OR_RETURN(const double seconds, timed_step(engine, single));
     total_seconds += seconds;
     rates.push_back(1.0 / seconds);
-    if (alongside != nullptr) KIPP_RETURN_IF_ERROR(alongside->timed_pass_between_runs());
     if (batch.empty()) continue;
     KIPP_ASSIGN_OR_RETURN(const double step_seconds, timed_step(engine, batch));
     batch_seconds += step_seconds;
@@ -137,7 +137,7 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   }
   std::fprintf(stderr, "  decode %u tokens after a %u-token prompt: %.3f s\n", generate, prompt_tokens, total_seconds);
   if (!batch.empty())
-    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, one after each decode token\n", batch.size(), generate,
+    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, each right after a decode token\n", batch.size(), generate,
                  batch_seconds);
   if (alongside != nullptr) {
     run.bandwidth_alongside = alongside->result();

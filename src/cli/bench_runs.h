@@ -51,7 +51,7 @@ struct DecodeRun {
   double mean_positions = 0;      // positions attention saw per generated token, on average
   uint32_t session_capacity = 0;
   uint64_t session_kv_bytes = 0;
-  // The passes of the probe given to run_decode, one after each token.
+  // The passes of the probe given to run_decode, one before each token.
   std::optional<kernels::BandwidthResult> bandwidth_alongside;
 };
 
@@ -71,12 +71,14 @@ struct DecodeRuns {
 };
 
 // One session with a prompt of `prompt_tokens` and, with `batch_sequences` > 1, that many more,
-// each with its own prompt of the same length (untimed); then `generate` rounds of: one decode
-// token of the single session (timed), one pass of `alongside` if given
-// (BandwidthProbe::timed_pass_between_runs), and one eval_batch step of one token per batch
-// session (timed). Taken in turn, decode, bandwidth and batch see the same moments of a shared
-// host, so their ratios hold when its bandwidth moves. `alongside` is freed after the rounds and
-// the memory read before the sessions close.
+// each with its own prompt of the same length (untimed); then `generate` rounds of: one pass of
+// `alongside` if given (BandwidthProbe::timed_pass_between_runs), one decode token of the single
+// session (timed), and one eval_batch step of one token per batch session (timed). Taken in
+// turn, bandwidth, decode and batch see the same moments of a shared host, so their ratios hold
+// when its bandwidth moves; each decode token starts after the pass's pause (the pool's threads
+// asleep, as for a lone request) and each batch step right after its decode token (threads
+// awake, as in a busy server). `alongside` is freed after the rounds and the memory read before
+// the sessions close.
 Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate, uint32_t batch_sequences,
                                 std::unique_ptr<kernels::BandwidthProbe> alongside);
 

@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kBenchFooter = R"(
 Measures, on --threads threads (0: one per hardware thread):
   probes   the memory read bandwidth (a STREAM-like sum over 512 MiB, best and median of 10
-           passes, and one more pass after each decode token) and the peak multiply-add rate
+           passes, and one more pass before each decode token) and the peak multiply-add rate
            of FP32 FMA, the BF16 dot product (avx512_bf16) and the int8 dot product
            (avx512_vnni); skipped with --no-probe
   prefill  per --prompt-len L: --repeats fresh sessions each evaluating L pseudo-random ids in
@@ -37,7 +37,7 @@ Measures, on --threads threads (0: one per hardware thread):
            per token + K/V at the run's mean context) and their rate against the bandwidth
            of the passes taken between the tokens (the same moments of a shared host)
   batch    --batch sessions with the same prompt length, then --gen eval_batch steps of one
-           token each, one after each decode token (and its pass); aggregate tokens/s and its
+           token each, each right after a decode token; aggregate tokens/s and its
            ratio to the decode token just before, per step (skipped with --batch 0 or 1)
   memory   resident size at the end with every session open, and the peak since the first
            probes (neither counts a probe's buffer); K/V bytes per token and per decode session

@@ -16,9 +16,9 @@
 // any check failed.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -105,7 +105,8 @@ ArgmaxTally pooled_argmax;
 // and, for logits, the argmax of every row. Where the argmaxes differ but the reference's own
 // logits of the two tokens are closer than the root-mean-square difference the NMSE bound
 // allows that row (sqrt(bound x mean square of the reference row)), the row is a near-tie:
-// either token is the right answer within the bound, and it counts as agreeing. With
+// either token is the right answer within the bound, and it counts as agreeing (with the cache
+// comparison's 1e-6 that is a margin of a thousandth of the row's RMS). With
 // min_agreement below 1 the row's agreement goes to pooled_argmax instead of being judged here.
 void compare_rows(const std::string& what, std::span<const float> actual, std::span<const float> expected,
                   size_t rows, size_t width, double bound, bool same_argmax, double min_agreement = 1.0) {

@@ -14,7 +14,6 @@
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
-#include "kernels/ref/ops.h"
 
 #define KIPP_AMX __attribute__((target("amx-tile,amx-bf16,sse")))
 

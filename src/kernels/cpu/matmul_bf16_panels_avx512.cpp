@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -23,10 +24,20 @@ constexpr size_t kRowsAheadBlocks = 8;
 // Panels per pass over prefill's rows: 8 x 16 rows x up to 3072 columns of weights (768 KiB)
 // stay in the 1 MiB L2 while every row tile streams past them.
 constexpr size_t kPanelsPerPass = 8;
-// Input rows per tile: with two panels side by side, 6 rows x 2 panels x 2 accumulators, the
-// 4 weight lines and 2 broadcasts fill 30 of the 32 vector registers.
+// Up to 8 input rows (decoding, batched or not) go past every panel in one tile, so each weight
+// line is read once: 8 rows x 2 accumulators, 2 weight lines and 2 broadcasts fill 20 of the 32
+// vector registers. More rows (prefill) go in tiles of up to 6 past two panels: 6 x 2 x 2
+// accumulators, 4 weight lines and 2 broadcasts fill 30.
 constexpr int kMaxStreamingRows = 8;
 constexpr int kMaxPrefillRows = 6;
+
+// Fetches the line `ahead` bytes past `at` into L1. Past a panel's end that is the next panel,
+// which the next tile reads; past the last panel of a buffer it is nothing, which a prefetch
+// may name (it never faults): the address is formed as an integer, since pointer arithmetic
+// beyond the buffer would be undefined.
+KIPP_AVX512 inline void fetch_line(const uint8_t* at, size_t ahead) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) + ahead), _MM_HINT_T0);
+}
 
 // R input rows from x (`cols` apart) times P panels from `panel` (`panel_bytes` apart), into
 // out (row r at out + r * out_stride, panel p's 16 outputs from 16 * p). With Ahead > 0, the
@@ -49,8 +60,8 @@ KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blo
       for (int p = 0; p < P; ++p) {
         const uint8_t* at = tile + p * panel_bytes + line * 64;
         if constexpr (Ahead > 0) {
-          _mm_prefetch(reinterpret_cast<const char*>(at + Ahead * kBf16TileBytes), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(at + Ahead * kBf16TileBytes + 64), _MM_HINT_T0);
+          fetch_line(at, Ahead * kBf16TileBytes);
+          fetch_line(at, Ahead * kBf16TileBytes + 64);
         }
         w0[p] = (__m512bh)_mm512_loadu_si512(at);
         w1[p] = (__m512bh)_mm512_loadu_si512(at + 64);
@@ -111,6 +122,7 @@ void multiply(const WeightMatrix& w, const PreparedInput& in, size_t row, size_t
 }  // namespace
 
 void bf16_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  if (in.rows == 0) return;
   const size_t panels = w.rows / kBf16PanelRows;
   if (in.rows <= static_cast<size_t>(kMaxStreamingRows)) {
     // Every panel read once, from memory. One row: 4 panels side by side (8 accumulator chains;
