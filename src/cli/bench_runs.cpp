@@ -28,6 +28,34 @@ Expected<std::unique_ptr<Session>> private_session(Engine& engine, uint32_t capa
   return engine.create_session(options);
 }
 
+// A private session decoding its own sequence: the argmax of its last logits is its next token.
+struct Sequence {
+  std::unique_ptr<Session> session;
+  std::vector<float> logits;
+  uint32_t next = 0;
+};
+
+Expected<Sequence> start_sequence(Engine& engine, uint32_t prompt_tokens, uint32_t capacity, uint64_t stream) {
+  Sequence sequence;
+  KIPP_ASSIGN_OR_RETURN(sequence.session, private_session(engine, capacity));
+  sequence.logits.resize(engine.vocab_size());
+  KIPP_RETURN_IF_ERROR(sequence.session->eval(bench_tokens(engine, prompt_tokens, stream), 1, sequence.logits.data()));
+  return sequence;
+}
+
+// Seconds of one eval of each sequence's next token, all in one call.
+Expected<double> timed_step(Engine& engine, std::vector<Sequence>& sequences) {
+  std::vector<BatchItem> items;
+  for (Sequence& s : sequences) {
+    s.next = argmax(s.logits);
+    items.push_back(BatchItem{s.session.get(), std::span<const uint32_t>(&s.next, 1), 1, s.logits.data()});
+  }
+  const auto start = Clock::now();
+  KIPP_RETURN_IF_ERROR(items.size() == 1 ? items[0].session->eval(items[0].tokens, 1, items[0].logits)
+                                         : engine.eval_batch(items));
+  return seconds_since(start);
+}
+
 }  // namespace
 
 RateSpread spread_of(std::vector<double> rates) {
@@ -73,38 +101,6 @@ Expected<PrefillRun> run_prefill(Engine& engine, uint32_t tokens, uint32_t repea
   }
   return PrefillRun{tokens, repeats, spread_of(std::move(rates))};
 }
-
-namespace {
-
-// A private session decoding its own sequence: the argmax of its last logits is its next token.
-struct Sequence {
-  std::unique_ptr<Session> session;
-  std::vector<float> logits;
-  uint32_t next = 0;
-};
-
-Expected<Sequence> start_sequence(Engine& engine, uint32_t prompt_tokens, uint32_t capacity, uint64_t stream) {
-  Sequence sequence;
-  KIPP_ASSIGN_OR_RETURN(sequence.session, private_session(engine, capacity));
-  sequence.logits.resize(engine.vocab_size());
-  KIPP_RETURN_IF_ERROR(sequence.session->eval(bench_tokens(engine, prompt_tokens, stream), 1, sequence.logits.data()));
-  return sequence;
-}
-
-// Seconds of one eval of each sequence's next token, all in one call.
-Expected<double> timed_step(Engine& engine, std::vector<Sequence>& sequences) {
-  std::vector<BatchItem> items;
-  for (Sequence& s : sequences) {
-    s.next = argmax(s.logits);
-    items.push_back(BatchItem{s.session.get(), std::span<const uint32_t>(&s.next, 1), 1, s.logits.data()});
-  }
-  const auto start = Clock::now();
-  KIPP_RETURN_IF_ERROR(items.size() == 1 ? items[0].session->eval(items[0].tokens, 1, items[0].logits)
-                                         : engine.eval_batch(items));
-  return seconds_since(start);
-}
-
-}  // namespace
 
 Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate, uint32_t batch_sequences,
                                 std::unique_ptr<kernels::BandwidthProbe> alongside) {
