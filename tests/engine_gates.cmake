@@ -10,7 +10,11 @@ foreach(model tiny qwen3-0.6b)
   if(model STREQUAL "tiny")
     set(gate engine_gates_tiny)
     set(timeout 300)
-    set(deep_bounds 5e-5,1)
+    # The tiny model's logits have near-ties the BF16 roundings can flip: on the Zen 4 VM the
+    # AVX-512 table flips the short prompt's position 8, 0.016 apart in PyTorch at logits ~18.4
+    # (the NMSE bound's near-tie margin there is 0.013). Judged over all 137 positions, 0.98
+    # allows two such flips; a wrong kernel moves far more.
+    set(deep_bounds 5e-5,0.98)
   else()
     set(gate engine_gates_0.6b)
     set(timeout 1200)

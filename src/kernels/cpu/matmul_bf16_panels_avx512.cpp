@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/bf16_panels.h"
 
@@ -31,20 +32,24 @@ constexpr size_t kPanelsPerPass = 8;
 constexpr int kMaxStreamingRows = 8;
 constexpr int kMaxPrefillRows = 6;
 
-// Fetches the line `ahead` bytes past `at` into L1. Past a panel's end that is the next panel,
+// Fetches the line `ahead` bytes past `at` into L2. Into L1 (as until stop 29) the Zen 4 VM
+// decoded 11-25% slower and stepped a batch of 8 5-10% slower (engines' hints alternated step
+// by step in one process): the requests hold L1's few miss buffers, as with the int8 panels and
+// decode attention. Past a panel's end that is the next panel,
 // which the next tile reads; past the last panel of a buffer it is nothing, which a prefetch
 // may name (it never faults): the address is formed as an integer, since pointer arithmetic
 // beyond the buffer would be undefined.
 KIPP_AVX512 inline void fetch_line(const uint8_t* at, size_t ahead) {
-  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) + ahead), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) + ahead), _MM_HINT_T1);
 }
 
-// R input rows from x (`cols` apart) times P panels from `panel` (`panel_bytes` apart), into
-// out (row r at out + r * out_stride, panel p's 16 outputs from 16 * p). With Ahead > 0, the
-// lines Ahead blocks further on in each panel are fetched as the tile goes.
+// R input rows from x, block-major (BlockMajorInput: row r's block b at x + b * block_stride +
+// 32 * r), times P panels from `panel` (`panel_bytes` apart), into out (row r at
+// out + r * out_stride, panel p's 16 outputs from 16 * p). With Ahead > 0, the lines Ahead blocks
+// further on in each panel are fetched as the tile goes.
 template <int R, int P, size_t Ahead>
-KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blocks, const uint16_t* x, size_t cols,
-                            float* out, size_t out_stride) {
+KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blocks, const uint16_t* x,
+                            size_t block_stride, float* out, size_t out_stride) {
   __m512 even[R][P], odd[R][P];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
@@ -52,7 +57,7 @@ KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blo
     for (int p = 0; p < P; ++p) even[r][p] = odd[r][p] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const uint8_t* tile = panel + b * kBf16TileBytes;
-    const uint16_t* xb = x + b * kBf16BlockColumns;
+    const uint16_t* xb = x + b * block_stride;
 #pragma GCC unroll 8
     for (size_t line = 0; line < kBf16BlockColumns / 2; line += 2) {
       __m512bh w0[P], w1[P];
@@ -71,8 +76,8 @@ KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blo
         // The pairs in registers, each broadcast once for all P panels (broadcast inside each
         // VDPBF16PS from memory instead, 6-row prefill tiles were 15-20% slower).
         int32_t pair0, pair1;
-        std::memcpy(&pair0, xb + r * cols + 2 * line, 4);
-        std::memcpy(&pair1, xb + r * cols + 2 * line + 2, 4);
+        std::memcpy(&pair0, xb + r * kBf16BlockColumns + 2 * line, 4);
+        std::memcpy(&pair1, xb + r * kBf16BlockColumns + 2 * line + 2, 4);
         const __m512bh x0 = (__m512bh)_mm512_set1_epi32(pair0), x1 = (__m512bh)_mm512_set1_epi32(pair1);
 #pragma GCC unroll 4
         for (int p = 0; p < P; ++p) {
@@ -91,6 +96,30 @@ KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blo
 
 using TileFn = void (*)(const uint8_t*, size_t, size_t, const uint16_t*, size_t, float*, size_t);
 
+// The input rows block by block, [block][row][32 columns]: a tile then finds every pair it
+// broadcasts at one pointer per block plus a constant. Read a row apart (a stride known only at
+// run time), GCC kept the 128 pair addresses of an 8-row tile's block on the stack, and the
+// 8-row tile ran at 65% of the BF16 peak on weights in cache (Zen 4, kernel_bench --mib 2).
+// One row is block-major as it is. Filled once per product by each thread.
+class BlockMajorInput {
+ public:
+  // Returns the rows' block 0; block b is block_stride(in) elements further on.
+  const uint16_t* fill(const PreparedInput& in) {
+    if (in.rows == 1) return in.bf16;
+    const size_t blocks = in.cols / kBf16BlockColumns;
+    if (values_.size() < in.rows * in.cols) values_.resize(in.rows * in.cols);
+    for (size_t r = 0; r < in.rows; ++r)
+      for (size_t b = 0; b < blocks; ++b)
+        std::memcpy(values_.data() + (b * in.rows + r) * kBf16BlockColumns, in.bf16 + r * in.cols + b * kBf16BlockColumns,
+                    kBf16BlockColumns * sizeof(uint16_t));
+    return values_.data();
+  }
+  static size_t block_stride(const PreparedInput& in) { return in.rows * kBf16BlockColumns; }
+
+ private:
+  std::vector<uint16_t> values_;
+};
+
 template <int P, size_t Ahead, size_t... R>
 constexpr std::array<TileFn, sizeof...(R)> tiles(std::index_sequence<R...>) {
   return {&panel_tile<static_cast<int>(R) + 1, P, Ahead>...};
@@ -106,14 +135,16 @@ struct Shape {
   size_t panels;               // P
 };
 
-// Rows [row, row + rows) times panels [first, end), P at a time while P are left.
-void multiply(const WeightMatrix& w, const PreparedInput& in, size_t row, size_t rows, size_t first, size_t end,
-              const Shape& shape, float* out, size_t out_stride) {
+// Rows [row, row + rows) of the block-major input times panels [first, end), P at a time while
+// P are left.
+void multiply(const WeightMatrix& w, const PreparedInput& in, const uint16_t* input, size_t row, size_t rows,
+              size_t first, size_t end, const Shape& shape, float* out, size_t out_stride) {
   const size_t blocks = in.cols / kBf16BlockColumns, panel_bytes = kBf16PanelRows * w.row_bytes;
-  const uint16_t* x = in.bf16 + row * in.cols;
+  const uint16_t* x = input + row * kBf16BlockColumns;
   for (size_t p = first; p < end;) {
     const bool together = p + shape.panels <= end;
-    (together ? shape.side_by_side : shape.single)[rows - 1](w.data + p * panel_bytes, panel_bytes, blocks, x, in.cols,
+    (together ? shape.side_by_side : shape.single)[rows - 1](w.data + p * panel_bytes, panel_bytes, blocks, x,
+                                                             BlockMajorInput::block_stride(in),
                                                              out + row * out_stride + p * kBf16PanelRows, out_stride);
     p += together ? shape.panels : 1;
   }
@@ -123,6 +154,8 @@ void multiply(const WeightMatrix& w, const PreparedInput& in, size_t row, size_t
 
 void bf16_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   if (in.rows == 0) return;
+  thread_local BlockMajorInput block_major;
+  const uint16_t* input = block_major.fill(in);
   const size_t panels = w.rows / kBf16PanelRows;
   if (in.rows <= static_cast<size_t>(kMaxStreamingRows)) {
     // Every panel read once, from memory. One row: 4 panels side by side (8 accumulator chains;
@@ -134,7 +167,7 @@ void bf16_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* o
     static constexpr Shape kRows{kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(),
                                  kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), 1};
     const Shape& shape = in.rows == 1 ? kOneRow : in.rows <= 3 ? kFewRows : kRows;
-    multiply(w, in, 0, in.rows, 0, panels, shape, out, out_stride);
+    multiply(w, in, input, 0, in.rows, 0, panels, shape, out, out_stride);
     return;
   }
   static constexpr Shape kPrefill{kTiles<2, 0, kMaxPrefillRows>.data(), kTiles<1, 0, kMaxPrefillRows>.data(), 2};
@@ -144,7 +177,7 @@ void bf16_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* o
     const size_t pass_end = std::min(panels, pass + kPanelsPerPass);
     for (size_t t = 0, row = 0; t < row_tiles; ++t) {
       const size_t rows = in.rows * (t + 1) / row_tiles - row;
-      multiply(w, in, row, rows, pass, pass_end, kPrefill, out, out_stride);
+      multiply(w, in, input, row, rows, pass, pass_end, kPrefill, out, out_stride);
       row += rows;
     }
   }
