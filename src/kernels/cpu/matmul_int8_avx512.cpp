@@ -144,6 +144,55 @@ KIPP_AVX512 inline __m512i dot_group(__m512i sums, __m512i codes, const int8_t* 
   return sums;
 }
 
+// The input as the tiles read it: a tile of R rows finds, per block, one record of its rows'
+// 32 codes, then their scales d, the start of their integer sums (Q8_0: -128 x code sum) and
+// (affine4) d x code sum, all at one pointer plus constants. Read from the prepared rows (a row
+// apart, a stride known only at run time), GCC kept an 8-row tile's addresses in vector
+// registers and on the stack, moved back for every broadcast: those moves run on the vector
+// pipes, and the 8-row Q8_0 tile ran at 63% of the VNNI peak on weights in cache (Zen 4).
+template <int R>
+struct Record {
+  static constexpr size_t kScales = 32 * R;
+  static constexpr size_t kStarts = kScales + 4 * R;
+  static constexpr size_t kScaledSums = kStarts + 4 * R;
+  static constexpr size_t kBytes = kScaledSums + 4 * R;
+};
+constexpr size_t kRecordBytesPerRow = Record<1>::kBytes;
+
+// Every row of `in` as records, the rows split into tiles of at most `most`: the tile from row
+// `row` keeps its blocks' records from row * blocks * kRecordBytesPerRow on.
+class InputRecords {
+ public:
+  const uint8_t* fill(const PreparedInput& in, size_t most) {
+    const size_t blocks = in.cols / 32;
+    if (bytes_.size() < in.rows * blocks * kRecordBytesPerRow) bytes_.resize(in.rows * blocks * kRecordBytesPerRow);
+    const size_t tiles = (in.rows + most - 1) / most;
+    for (size_t t = 0, row = 0; t < tiles; ++t) {
+      const size_t rows = tile_end(in.rows, tiles, t) - row;
+      uint8_t* tile = bytes_.data() + row * blocks * kRecordBytesPerRow;
+      const size_t record = rows * kRecordBytesPerRow;
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t b = 0; b < blocks; ++b) {
+          uint8_t* at = tile + b * record;
+          const size_t block = (row + r) * blocks + b;
+          const int32_t start = -128 * in.q8_sum[block];
+          std::memcpy(at + 32 * r, in.q8 + (row + r) * in.cols + b * 32, 32);
+          std::memcpy(at + rows * 32 + 4 * r, &in.q8_scale[block], 4);
+          std::memcpy(at + rows * 36 + 4 * r, &start, 4);
+          std::memcpy(at + rows * 40 + 4 * r, &in.q8_scaled_sum[block], 4);
+        }
+      row += rows;
+    }
+    return bytes_.data();
+  }
+  // The end of tile t of `tiles` over `rows` rows: as few tiles as fit, of sizes differing by at
+  // most one.
+  static size_t tile_end(size_t rows, size_t tiles, size_t t) { return rows * (t + 1) / tiles; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
 // Panels built by pack_panel for this call, in a thread's buffers.
 struct BuiltPanels {
   const Panel* panels;
@@ -184,29 +233,37 @@ struct StoredPanels {
   }
 };
 
-// R input rows from `row` times P panels side by side (each input broadcast serves them all),
-// into out (row r at out + r * out_stride, panel p's outputs from 16 * p on, in store[p]'s
-// lanes). Each lane computes the reference's sequence exactly: the integer sum of a block, then
-// sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum], blocks in order.
+// R input rows (their records from `records` on) times P panels side by side (each input
+// broadcast serves them all), into out (row r at out + r * out_stride, panel p's outputs from
+// 16 * p on, in store[p]'s lanes). Each lane computes the reference's sequence exactly: the
+// integer sum of a block, then sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum],
+// blocks in order.
 template <int R, int P, bool Affine, typename Source>
-KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_t row, float* out, size_t out_stride,
-                            const __mmask16* store) {
-  const size_t cols = in.cols, blocks = cols / 32;
+KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t blocks, float* out,
+                            size_t out_stride, const __mmask16* store) {
+  using Offsets = Record<R>;
   __m512 acc[R][P];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* record = records + b * Offsets::kBytes;
+    const auto input_float = [&](size_t offset, int r) {
+      float value;
+      std::memcpy(&value, record + offset + 4 * r, 4);
+      return value;
+    };
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) panels.fetch_ahead(p, b);
     __m512i sums[R][P];
     // Q8_0 codes carry +128: starting at -128 * (input code sum) takes it off again.
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const __m512i start = Affine ? _mm512_setzero_si512() : _mm512_set1_epi32(-128 * in.q8_sum[(row + r) * blocks + b]);
+      int32_t start = 0;
+      if constexpr (!Affine) std::memcpy(&start, record + Offsets::kStarts + 4 * r, 4);
 #pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) sums[r][p] = start;
+      for (int p = 0; p < P; ++p) sums[r][p] = _mm512_set1_epi32(start);
     }
 #pragma GCC unroll 8
     for (int g = 0; g < kGroups; ++g) {
@@ -215,7 +272,7 @@ KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_
       for (int p = 0; p < P; ++p) w[p] = panels.codes(p, b, g);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const int8_t* x = in.q8 + (row + r) * cols + b * 32 + 4 * g;
+        const int8_t* x = reinterpret_cast<const int8_t*>(record + 32 * r + 4 * g);
 #pragma GCC unroll 2
         for (int p = 0; p < P; ++p) sums[r][p] = dot_group(sums[r][p], w[p], x);
       }
@@ -228,11 +285,11 @@ KIPP_AVX512 void panel_rows(const Source& panels, const PreparedInput& in, size_
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const size_t at = (row + r) * blocks + b;
+      const float x_scale = input_float(Offsets::kScales, r);
+      const float x_scaled_sum = Affine ? input_float(Offsets::kScaledSums, r) : 0.0f;
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p)
-        acc[r][p] = cpu::add_block<Affine>(acc[r][p], scales[p], mins[p], sums[r][p], in.q8_scale[at],
-                                      Affine ? in.q8_scaled_sum[at] : 0.0f);
+        acc[r][p] = cpu::add_block<Affine>(acc[r][p], scales[p], mins[p], sums[r][p], x_scale, x_scaled_sum);
     }
   }
 #pragma GCC unroll 8
@@ -248,7 +305,7 @@ constexpr int tile_rows(int panels) { return panels == 1 ? 8 : 6; }
 
 template <bool Affine, typename Source>
 struct PanelRowsTables {
-  using Fn = void (*)(const Source&, const PreparedInput&, size_t, float*, size_t, const __mmask16*);
+  using Fn = void (*)(const Source&, const uint8_t*, size_t, float*, size_t, const __mmask16*);
   template <int P, size_t... R>
   static constexpr std::array<Fn, sizeof...(R)> table(std::index_sequence<R...>) {
     return {&panel_rows<static_cast<int>(R) + 1, P, Affine, Source>...};
@@ -257,35 +314,40 @@ struct PanelRowsTables {
   static constexpr auto two = table<2>(std::make_index_sequence<tile_rows(2)>());
 };
 
-// Every input row times `count` panels of `panels`, in tiles of rows.
+// Every input row (as InputRecords filled them, in tiles of at most `most` rows) times `count`
+// panels of `panels`.
 template <bool Affine, typename Source>
-void multiply_panels(const Source& panels, int count, const PreparedInput& in, float* out, size_t out_stride,
-                     const __mmask16* store) {
+void multiply_panels(const Source& panels, int count, const PreparedInput& in, const uint8_t* records, size_t most,
+                     float* out, size_t out_stride, const __mmask16* store) {
   using Tables = PanelRowsTables<Affine, Source>;
-  // The rows split into as few tiles as fit, of sizes differing by at most one.
-  const size_t most = static_cast<size_t>(tile_rows(count));
-  const size_t tiles = (in.rows + most - 1) / most;
+  const size_t blocks = in.cols / 32, tiles = (in.rows + most - 1) / most;
   for (size_t t = 0, row = 0; t < tiles; ++t) {
-    const size_t rows = in.rows * (t + 1) / tiles - row;
-    (count == 1 ? Tables::one[rows - 1] : Tables::two[rows - 1])(panels, in, row, out + row * out_stride, out_stride,
-                                                                 store);
+    const size_t rows = InputRecords::tile_end(in.rows, tiles, t) - row;
+    (count == 1 ? Tables::one.data() : Tables::two.data())[rows - 1](panels, records + row * blocks * kRecordBytesPerRow, blocks,
+                                                       out + row * out_stride, out_stride, store);
     row += rows;
   }
 }
 
 template <bool Affine>
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  // Up to 8 rows (decoding, batched or not) go in a single tile; more (prefill) in tiles of up to
+  // 6, which two panels side by side serve.
+  const bool streaming = in.rows <= static_cast<size_t>(tile_rows(1));
+  thread_local InputRecords input_records;
+  const size_t most = static_cast<size_t>(streaming ? tile_rows(1) : tile_rows(2));
+  const uint8_t* records = input_records.fill(in, most);
   if (w.panels) {
     const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
-    // Up to 8 rows (decoding, batched or not) take one panel at a time in a single tile: every
-    // panel is read from memory once, as one sequential stream, and no second tile re-reads it
-    // from L2. Two panels side by side (two streams) measured 1-2 rows slower (Zen 5,
-    // kernel_bench alternated: 1 row Q8_0 51-53 -> 59-62 GB/s, affine4 32-33 -> 53-55).
-    const size_t side_by_side = in.rows <= static_cast<size_t>(tile_rows(1)) ? 1 : kMaxPanels;
+    // The single tile takes one panel at a time: every panel is read from memory once, as one
+    // sequential stream, and no second tile re-reads it from L2. Two panels side by side (two
+    // streams) measured 1-2 rows slower (Zen 5, kernel_bench alternated: 1 row Q8_0 51-53 ->
+    // 59-62 GB/s, affine4 32-33 -> 53-55).
+    const size_t side_by_side = streaming ? 1 : kMaxPanels;
     for (size_t first = 0; first < w.rows; first += side_by_side * kPanelRows) {
       const int count = first + side_by_side * kPanelRows <= w.rows ? static_cast<int>(side_by_side) : 1;
       const StoredPanels<Affine> panels{w.data + first * w.row_bytes, kPanelRows * w.row_bytes};
-      multiply_panels<Affine>(panels, count, in, out + first, out_stride, store);
+      multiply_panels<Affine>(panels, count, in, records, most, out + first, out_stride, store);
     }
     return;
   }
@@ -306,7 +368,14 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
       pack_panel(w, start, outputs, Affine, panels[count]);
       store[count] = static_cast<__mmask16>((1u << outputs) - 1);
     }
-    multiply_panels<Affine>(BuiltPanels{panels}, count, in, out + first, out_stride, store);
+    if (!streaming) {
+      multiply_panels<Affine>(BuiltPanels{panels}, count, in, records, most, out + first, out_stride, store);
+      continue;
+    }
+    // The single tile of up to 8 rows is too tall for two panels at once.
+    for (int p = 0; p < count; ++p)
+      multiply_panels<Affine>(BuiltPanels{panels + p}, 1, in, records, most, out + first + p * kPanelRows, out_stride,
+                              store + p);
   }
 }
 
