@@ -74,6 +74,9 @@ struct DecodeFigures {
   // catches the host's fastest moment.
   std::optional<double> bandwidth_fraction;
   std::optional<double> best_pass_fraction;
+  // Token by token against the pass just before it (its own bytes: the weights and the K/V of
+  // the positions it saw): the host's moments paired, as the batch ratio pairs its steps.
+  std::optional<RateSpread> paired_fraction;
 };
 
 DecodeFigures decode_figures(const Model& model, const BenchResult& result) {
@@ -85,6 +88,14 @@ DecodeFigures decode_figures(const Model& model, const BenchResult& result) {
   if (const auto& alongside = result.decode.bandwidth_alongside) {
     figures.bandwidth_fraction = figures.gb_per_second / alongside->median_gb_per_second;
     figures.best_pass_fraction = figures.gb_per_second / alongside->best_gb_per_second;
+    const DecodeRun& d = result.decode;
+    std::vector<double> fractions;
+    for (size_t t = 0; t < d.token_seconds.size() && t < d.pass_gb_per_second.size(); ++t) {
+      // Token t (from 0) sits at position prompt + t and attends to prompt + t + 1 positions.
+      const double bytes = figures.weight_bytes + decode_kv_bytes(model.config(), static_cast<double>(d.prompt_tokens + t + 1));
+      fractions.push_back(bytes / d.token_seconds[t] / 1e9 / d.pass_gb_per_second[t]);
+    }
+    if (!fractions.empty()) figures.paired_fraction = spread_of(std::move(fractions));
   }
   return figures;
 }
@@ -170,7 +181,9 @@ nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& resul
                    {"achieved_gb_per_second", f.gb_per_second},
                    {"bandwidth_alongside", nullptr},
                    {"bandwidth_fraction", optional_number(f.bandwidth_fraction)},
-                   {"bandwidth_fraction_of_best_pass", optional_number(f.best_pass_fraction)}};
+                   {"bandwidth_fraction_of_best_pass", optional_number(f.best_pass_fraction)},
+                   {"bandwidth_fraction_per_token",
+                    f.paired_fraction ? spread_json(*f.paired_fraction) : nlohmann::ordered_json(nullptr)}};
   if (const auto& alongside = d.bandwidth_alongside)
     out["decode"]["bandwidth_alongside"] = {{"best_gb_per_second", alongside->best_gb_per_second},
                                             {"median_gb_per_second", alongside->median_gb_per_second},
@@ -245,6 +258,10 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   if (const auto& alongside = d.bandwidth_alongside)
     std::printf("%-22s %10.1f %10s %10.1f   GB/s read, one pass before each decode token\n", "  bandwidth alongside",
                 alongside->median_gb_per_second, "", alongside->best_gb_per_second);
+  if (const auto& paired = f.paired_fraction)
+    std::printf("%-22s %10s %10s %10s   %s of bandwidth token by token (median over the pass before; %s-%s)\n",
+                "  paired", "", "", "", percent(paired->median).c_str(), percent(paired->min).c_str(),
+                percent(paired->max).c_str());
   if (result.batch) {
     const BatchRun& b = *result.batch;
     char speedup[128];

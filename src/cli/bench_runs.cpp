@@ -121,8 +121,12 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   std::vector<double> rates, batch_rates, speedups;
   double total_seconds = 0, batch_seconds = 0;
   for (uint32_t t = 0; t < generate; ++t) {
-    if (alongside != nullptr) KIPP_RETURN_IF_ERROR(alongside->timed_pass_between_runs());
+    if (alongside != nullptr) {
+      KIPP_ASSIGN_OR_RETURN(const double pass_seconds, alongside->timed_pass_between_runs());
+      run.pass_gb_per_second.push_back(static_cast<double>(alongside->result().buffer_bytes) / pass_seconds / 1e9);
+    }
     KIPP_ASSIGN_OR_RETURN(const double seconds, timed_step(engine, single));
+    run.token_seconds.push_back(seconds);
     total_seconds += seconds;
     rates.push_back(1.0 / seconds);
     if (batch.empty()) continue;

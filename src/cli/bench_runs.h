@@ -53,6 +53,10 @@ struct DecodeRun {
   uint64_t session_kv_bytes = 0;
   // The passes of the probe given to run_decode, one before each token.
   std::optional<kernels::BandwidthResult> bandwidth_alongside;
+  // Per token, in order: its time, and with bandwidth_alongside the rate of the pass just
+  // before it (1e9 bytes/s), so each token can be set against the same moment of the host.
+  std::vector<double> token_seconds;
+  std::vector<double> pass_gb_per_second;
 };
 
 struct BatchRun {

@@ -35,7 +35,8 @@ Measures, on --threads threads (0: one per hardware thread):
   decode   after a prompt of the first --prompt-len, --gen tokens one eval each (argmax fed
            back); tokens/s over the per-token times, bytes read per token (every weight read
            per token + K/V at the run's mean context) and their rate against the bandwidth
-           of the passes taken between the tokens (the same moments of a shared host)
+           of the passes taken between the tokens (the same moments of a shared host):
+           median token over median pass, and each token over the pass just before it
   batch    --batch sessions with the same prompt length, then --gen eval_batch steps of one
            token each, each right after a decode token; aggregate tokens/s and its
            ratio to the decode token just before, per step (skipped with --batch 0 or 1)

@@ -81,7 +81,8 @@ def main():
                 "probes.peak_multiply_add", "prefill", "decode.tokens_per_second", "decode.bytes_per_token",
                 "decode.achieved_gb_per_second", "decode.bandwidth_alongside.best_gb_per_second",
                 "decode.bandwidth_alongside.median_gb_per_second", "decode.bandwidth_alongside.passes",
-                "decode.bandwidth_fraction", "decode.bandwidth_fraction_of_best_pass", "batch.aggregate_tokens_per_second",
+                "decode.bandwidth_fraction", "decode.bandwidth_fraction_of_best_pass", "decode.bandwidth_fraction_per_token",
+                "batch.aggregate_tokens_per_second",
                 "batch.speedup_vs_single_sequence", "batch.speedup_per_step", "memory.rss_bytes", "memory.peak_rss_bytes",
                 "memory.kv_bytes_per_token", "memory.kv_bytes_per_session"]
     for path in required:
@@ -163,6 +164,13 @@ def main():
     check(close(d["bandwidth_fraction"], achieved / alongside["median_gb_per_second"]), "decode.bandwidth_fraction")
     check(close(d["bandwidth_fraction_of_best_pass"], achieved / alongside["best_gb_per_second"]),
           "decode.bandwidth_fraction_of_best_pass")
+    # Token by token against the pass before it: no token reads fewer bytes than the first,
+    # runs slower than the slowest or follows a pass faster than the best.
+    paired = d["bandwidth_fraction_per_token"]
+    check_spread(paired, "decode.bandwidth_fraction_per_token")
+    fewest_bytes = weights + kv_per_position * (lengths[0] + 1)
+    check(paired["min"] >= fewest_bytes * d["tokens_per_second"]["min"] / 1e9 / alongside["best_gb_per_second"] * (1 - 1e-9),
+          "decode.bandwidth_fraction_per_token below what the slowest token and the best pass allow")
 
     b = doc["batch"]
     check(b["sequences"] == args.batch and b["steps"] == args.gen, "batch sequences/steps")
