@@ -109,8 +109,8 @@ TEST(KernelSimdMatmul, EqualsReferenceForEveryShapeAndIsDeterministic) {
 // Tables with their own weight layout (KernelTable::pack_weights): packed matrices give the
 // reference's products (bit for bit where the stored ones do), each row alone and whole panels
 // cut off the front give the same bits, and matrices the table reads as stored are left alone.
-// Row counts cover every tile shape (1, 2-3, 4-8 and 9+ rows) and whole and partial tiles of 16
-// and 32 rows, output counts several passes.
+// Row counts cover every tile shape (1, 2-3, 4-8, 9-64 panel by panel and 65+ in prefill tiles)
+// and whole and partial tiles of 16 and 32 rows, output counts several passes.
 TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
   std::mt19937 rng(131);
   size_t packed_count = 0;
@@ -118,7 +118,7 @@ TEST(KernelSimdMatmul, PackedWeightsEqualTheReference) {
     if (table->pack_weights == nullptr) continue;
     for (GgmlType type : {GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1})
       for (size_t cols : {32, 96, 1024})
-        for (size_t rows : {1, 2, 3, 7, 8, 9, 13, 16, 33, 40})
+        for (size_t rows : {1, 2, 3, 7, 8, 9, 13, 16, 33, 40, 70})
           for (size_t outputs : {13, 16, 48, 64, 160}) {
             SCOPED_TRACE(std::string(table->name) + " " + std::string(kipp::ggml_type_name(type)) + " cols " +
                          std::to_string(cols) + " rows " + std::to_string(rows) + " outputs " +
