@@ -150,14 +150,14 @@ KIPP_AVX512 inline __m512i dot_group(__m512i sums, __m512i codes, const int8_t* 
 // apart, a stride known only at run time), GCC kept an 8-row tile's addresses in vector
 // registers and on the stack, moved back for every broadcast: those moves run on the vector
 // pipes, and the 8-row Q8_0 tile ran at 63% of the VNNI peak on weights in cache (Zen 4).
-template <int R>
-struct Record {
-  static constexpr size_t kScales = 32 * R;
-  static constexpr size_t kStarts = kScales + 4 * R;
-  static constexpr size_t kScaledSums = kStarts + 4 * R;
-  static constexpr size_t kBytes = kScaledSums + 4 * R;
+struct RecordLayout {
+  size_t rows;
+  constexpr size_t scales() const { return 32 * rows; }
+  constexpr size_t starts() const { return scales() + 4 * rows; }
+  constexpr size_t scaled_sums() const { return starts() + 4 * rows; }
+  constexpr size_t bytes() const { return scaled_sums() + 4 * rows; }
 };
-constexpr size_t kRecordBytesPerRow = Record<1>::kBytes;
+constexpr size_t kRecordBytesPerRow = RecordLayout{1}.bytes();
 
 // Every row of `in` as records, the rows split into tiles of at most `most`: the tile from row
 // `row` keeps its blocks' records from row * blocks * kRecordBytesPerRow on.
@@ -170,16 +170,16 @@ class InputRecords {
     for (size_t t = 0, row = 0; t < tiles; ++t) {
       const size_t rows = tile_end(in.rows, tiles, t) - row;
       uint8_t* tile = bytes_.data() + row * blocks * kRecordBytesPerRow;
-      const size_t record = rows * kRecordBytesPerRow;
+      const RecordLayout layout{rows};
       for (size_t r = 0; r < rows; ++r)
         for (size_t b = 0; b < blocks; ++b) {
-          uint8_t* at = tile + b * record;
+          uint8_t* at = tile + b * layout.bytes();
           const size_t block = (row + r) * blocks + b;
           const int32_t start = -128 * in.q8_sum[block];
           std::memcpy(at + 32 * r, in.q8 + (row + r) * in.cols + b * 32, 32);
-          std::memcpy(at + rows * 32 + 4 * r, &in.q8_scale[block], 4);
-          std::memcpy(at + rows * 36 + 4 * r, &start, 4);
-          std::memcpy(at + rows * 40 + 4 * r, &in.q8_scaled_sum[block], 4);
+          std::memcpy(at + layout.scales() + 4 * r, &in.q8_scale[block], 4);
+          std::memcpy(at + layout.starts() + 4 * r, &start, 4);
+          std::memcpy(at + layout.scaled_sums() + 4 * r, &in.q8_scaled_sum[block], 4);
         }
       row += rows;
     }
@@ -241,14 +241,14 @@ struct StoredPanels {
 template <int R, int P, bool Affine, typename Source>
 KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t blocks, float* out,
                             size_t out_stride, const __mmask16* store) {
-  using Offsets = Record<R>;
+  constexpr RecordLayout kLayout{static_cast<size_t>(R)};
   __m512 acc[R][P];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
-    const uint8_t* record = records + b * Offsets::kBytes;
+    const uint8_t* record = records + b * kLayout.bytes();
     const auto input_float = [&](size_t offset, int r) {
       float value;
       std::memcpy(&value, record + offset + 4 * r, 4);
@@ -261,7 +261,7 @@ KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       int32_t start = 0;
-      if constexpr (!Affine) std::memcpy(&start, record + Offsets::kStarts + 4 * r, 4);
+      if constexpr (!Affine) std::memcpy(&start, record + kLayout.starts() + 4 * r, 4);
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p) sums[r][p] = _mm512_set1_epi32(start);
     }
@@ -285,8 +285,8 @@ KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t
     }
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float x_scale = input_float(Offsets::kScales, r);
-      const float x_scaled_sum = Affine ? input_float(Offsets::kScaledSums, r) : 0.0f;
+      const float x_scale = input_float(kLayout.scales(), r);
+      const float x_scaled_sum = Affine ? input_float(kLayout.scaled_sums(), r) : 0.0f;
 #pragma GCC unroll 2
       for (int p = 0; p < P; ++p)
         acc[r][p] = cpu::add_block<Affine>(acc[r][p], scales[p], mins[p], sums[r][p], x_scale, x_scaled_sum);
