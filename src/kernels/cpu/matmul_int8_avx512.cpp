@@ -26,8 +26,11 @@ constexpr size_t kMaxPanels = 2;
 // How far ahead products fetch stored panels, into L2: the hardware prefetchers alone fall
 // behind. Measured with bench/kernel_bench in alternated runs (weight GB/s, 2 threads): 1 row
 // Q8_0 25 -> 26-32, affine4 20 -> 24-27; 8 rows Q8_0 17-18 -> 20-23. Into L1 stalled on the
-// miss buffers (1-2 rows slower than none); 4, 8 or 16 blocks ahead measured alike.
-constexpr size_t kFetchAheadBlocks = 8;
+// miss buffers (1-2 rows slower than none). What counts is the distance in bytes, about 4-5 KiB:
+// on the Zen 4 VM (alternated kernel_bench runs, 1 row) Q8_0 blocks (544 bytes a panel) read
+// 32.4 GB/s 8 ahead, 30.5 16 ahead; affine4 blocks (320 bytes) 27.4 GB/s 8 ahead, 31.7 16
+// ahead, 30.0 32 ahead, and 16 ahead decoded 5% faster in `kipp bench` (alternated processes).
+constexpr size_t fetch_ahead_blocks(bool affine) { return affine ? 16 : 8; }
 // 32-bit groups of codes per 32-element block.
 constexpr int kGroups = 8;
 
@@ -218,7 +221,7 @@ struct StoredPanels {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(p, b) + 32)));
   }
   KIPP_AVX512 void fetch_ahead(int p, size_t b) const {
-    const uint8_t* block = at(p, b + kFetchAheadBlocks);
+    const uint8_t* block = at(p, b + fetch_ahead_blocks(Affine));
     // Unrolled over a constant size: as a loop it took the 8-row tile's spare general registers
     // (stack spills every block; Xeon kipp bench batch of 8 Q8_0 +5% unrolled).
 #pragma GCC unroll 9
