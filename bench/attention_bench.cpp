@@ -83,14 +83,18 @@ Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t
   const kipp::bench::PassTimes timed = kipp::bench::time_passes(threads, passes, [&](size_t t) {
     for (size_t l = 0; l < layers; ++l) {
       const size_t k_offset = l * kLayerBlockElements, v_offset = k_offset + kKvBlockPositions * kKvWidth;
-      // Round-robin, as the backend deals (sequence, kv head) items to its threads.
+      const auto view_of = [&](size_t item) {
+        const size_t g = item % kKvHeads;
+        return kipp::kernels::KvLayerView{block_tables[item / kKvHeads].data(), k_offset + g * kHeadRows,
+                                          v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
+      };
+      // Round-robin, as the backend deals (sequence, kv head) items to its threads, each
+      // thread asking for its next item's K/V first.
       for (size_t item = t; item < items; item += threads) {
-        const size_t s = item / kKvHeads, g = item % kKvHeads;
-        const kipp::kernels::KvLayerView view{block_tables[s].data(), k_offset + g * kHeadRows,
-                                              v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
-        const size_t at = s * sequence_width + g * kGroup * kHeadDim;
-        table.attention_rows(q.data() + at, row_width, rows, context - rows, kGroup, view, scale, scratch[t].data(),
-                             out.data() + at, row_width);
+        if (item + threads < items) kipp::kernels::fetch_kv_rows(view_of(item + threads), context);
+        const size_t at = (item / kKvHeads) * sequence_width + (item % kKvHeads) * kGroup * kHeadDim;
+        table.attention_rows(q.data() + at, row_width, rows, context - rows, kGroup, view_of(item), scale,
+                             scratch[t].data(), out.data() + at, row_width);
       }
     }
   }, &probe);

@@ -336,19 +336,26 @@ class CpuBackend final : public Backend {
         }
       });
       // One work item per (tile, kv head): the query heads of a group over their K/V. Items are
-      // dealt out round-robin so every thread gets short and long (later) rows alike.
+      // dealt out round-robin so every thread gets short and long (later) rows alike; a thread
+      // asks for its next item's K/V before it works on the current one.
       const size_t work_items = tiles_.size() * kv_heads, threads = std::min(pool_.size(), work_items);
+      const auto view_of = [&](size_t item) {
+        const size_t g = item % kv_heads, head_rows = g * kKvBlockPositions * hd;
+        return kernels::KvLayerView{item_blocks[rows[tiles_[item / kv_heads].first_row].item].data(),
+                                    k_offset + head_rows, v_offset + head_rows, 1, hd, hd};
+      };
       pool_.parallel_for(threads, [&](size_t thread, size_t first_slot, size_t end_slot) {
         float* scratch = attention_scratch_ + thread * attention_scratch_floats_;
         for (size_t slot = first_slot; slot < end_slot; ++slot) {
           for (size_t item = slot; item < work_items; item += threads) {
+            if (const size_t next = item + threads; next < work_items) {
+              const AttentionTile& next_tile = tiles_[next / kv_heads];
+              kernels::fetch_kv_rows(view_of(next), rows[next_tile.first_row].position + next_tile.rows);
+            }
             const AttentionTile& tile = tiles_[item / kv_heads];
             const size_t g = item % kv_heads, r = tile.first_row;
-            const size_t head_rows = g * kKvBlockPositions * hd;
-            const kernels::KvLayerView view{item_blocks[rows[r].item].data(), k_offset + head_rows,
-                                            v_offset + head_rows, 1, hd, hd};
-            k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view, scale, scratch,
-                             attn_ + r * qw + g * group * hd, qw);
+            k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view_of(item), scale,
+                             scratch, attn_ + r * qw + g * group * hd, qw);
           }
         }
       });
