@@ -22,7 +22,7 @@ if [ "${1:-}" != "--runtime" ]; then
   PACKAGES+=(
     git
     # tests, benchmarks, the ASan/fuzz presets
-    libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+    libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev
     # interactive `kipp chat` is tested under tmux
     tmux
     # tooling: PyTorch reference, synthetic checkpoints, test fixtures

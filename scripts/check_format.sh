@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Fails, naming the files, when a C++ source under src/, include/, tests/, bench/ or fuzz/ differs
+# from what clang-format makes of it with the repository's .clang-format.
+# Usage: scripts/check_format.sh [--fix]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v clang-format >/dev/null || { echo "check_format: clang-format not found (scripts/setup.sh installs it)" >&2; exit 1; }
+patterns=(src include tests bench fuzz)
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  mapfile -t files < <(git ls-files -- "${patterns[@]}" | grep -E '\.(cpp|h)$')
+else
+  mapfile -t files < <(find "${patterns[@]}" \( -name '*.cpp' -o -name '*.h' \) | sort)
+fi
+if [ "${1:-}" = "--fix" ]; then
+  clang-format -i "${files[@]}"
+  exit 0
+fi
+bad=()
+for f in "${files[@]}"; do
+  clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || bad+=("$f")
+done
+if [ "${#bad[@]}" -gt 0 ]; then
+  echo "check_format: ${#bad[@]} of ${#files[@]} files are not clang-formatted (scripts/check_format.sh --fix):"
+  printf '  %s\n' "${bad[@]}"
+  exit 1
+fi
+echo "check_format: ${#files[@]} files formatted"
