@@ -37,8 +37,8 @@ def main(paths):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for dtype, threads, prefill, decode, batch, probes, _ in sorted(rows, key=lambda r: (r[0], -r[1])):
         p64, p512 = prefill.get(64), prefill.get(512)
-        # The passes taken between the decode tokens where the document has them (since
-        # 2026-12-06), else the probe before the runs.
+        # The passes taken between the decode tokens where the document has them, else the
+        # probe before the runs.
         bw = decode.get("bandwidth_alongside") or probes["read_bandwidth"]
         achieved = decode["achieved_gb_per_second"]
         def med(p):
