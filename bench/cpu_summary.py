@@ -6,7 +6,7 @@ Usage: bench/cpu_summary.py bench/results/cpu-0.6b-*.json
 Targets (2 threads): decode >= 80% of the measured read bandwidth (the passes taken between the
 decode tokens where the document has them: the median token against the median pass, and
 token by token against the pass just before each); prefill of 512 tokens >= 1.1x
-llama.cpp's figures on this machine kind (../shared/BENCHMARK_ANCHORS.md: 273 BF16, 177 Q8_0,
+llama.cpp's figures on the AMD Zen 4 machine kind (llama-bench -t 2, medians: 273 BF16, 177 Q8_0,
 338 Q4_0 tokens/s; affine4 is compared with Q4_0); 8 sequences through eval_batch >= 5x the
 single-sequence decode rate.
 """
@@ -17,7 +17,7 @@ LLAMA_CPP_PREFILL_512 = {"bf16": 273.0, "q8_0": 177.0, "q4_1": 338.0}
 
 
 def paired(decode):
-    """Each token against the pass just before it (documents since stop 29), median (min-max)."""
+    """Each token against the pass just before it (where the document has it), median (min-max)."""
     f = decode.get("bandwidth_fraction_per_token")
     return f"{f['median']:.0%} ({f['min']:.0%}-{f['max']:.0%})" if f else "-"
 
@@ -37,8 +37,8 @@ def main(paths):
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for dtype, threads, prefill, decode, batch, probes, _ in sorted(rows, key=lambda r: (r[0], -r[1])):
         p64, p512 = prefill.get(64), prefill.get(512)
-        # The passes taken between the decode tokens where the document has them (since
-        # 2026-12-06), else the probe before the runs.
+        # The passes taken between the decode tokens where the document has them, else the
+        # probe before the runs.
         bw = decode.get("bandwidth_alongside") or probes["read_bandwidth"]
         achieved = decode["achieved_gb_per_second"]
         def med(p):

@@ -70,12 +70,12 @@ list(APPEND KIPP_GEN_TESTS generate_stats_format generate_stdout_is_the_text gen
 
 # Finishing: the model's stop tokens (<|im_end|>, <|endoftext|>) end generation unprinted; stop
 # strings match across tokens; a full context; the token budget.
-foreach(stop 151645 151643)
-  add_test(NAME generate_default_stop_token_${stop}
-           COMMAND $<TARGET_FILE:kipp> generate -m ${KIPP_GEN} --no-verify -p Hi --logit-bias ${stop}=100 --json)
-  set_tests_properties(generate_default_stop_token_${stop} PROPERTIES PASS_REGULAR_EXPRESSION
-                       "^{\"finish_reason\":\"stop_token\",\"stop_token\":${stop},\"text\":\"\",.*\"completion_tokens\":0,")
-  list(APPEND KIPP_GEN_TESTS generate_default_stop_token_${stop})
+foreach(stop_token 151645 151643)
+  add_test(NAME generate_default_stop_token_${stop_token}
+           COMMAND $<TARGET_FILE:kipp> generate -m ${KIPP_GEN} --no-verify -p Hi --logit-bias ${stop_token}=100 --json)
+  set_tests_properties(generate_default_stop_token_${stop_token} PROPERTIES PASS_REGULAR_EXPRESSION
+                       "^{\"finish_reason\":\"stop_token\",\"stop_token\":${stop_token},\"text\":\"\",.*\"completion_tokens\":0,")
+  list(APPEND KIPP_GEN_TESTS generate_default_stop_token_${stop_token})
 endforeach()
 add_test(NAME generate_stop_string
          COMMAND $<TARGET_FILE:kipp> generate -m ${KIPP_GEN} --no-verify -p Hi --logit-bias 9707=100 --stop xyz --stop loHe)
