@@ -354,7 +354,7 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
     const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
     // The single tile takes one panel at a time: every panel is read from memory once, as one
     // sequential stream, and no second tile re-reads it from L2. Two panels side by side (two
-    // streams) read 1-2 rows more slowly (bench/kernel_bench).
+    // streams) are slower for one or two rows (bench/kernel_bench).
     const size_t side_by_side = streaming ? 1 : kMaxPanels;
     for (size_t first = 0; first < w.rows; first += side_by_side * kPanelRows) {
       const int count = first + side_by_side * kPanelRows <= w.rows ? static_cast<int>(side_by_side) : 1;
