@@ -17,8 +17,8 @@ namespace kipp::kernels::avx512 {
 namespace {
 
 // Blocks (1 KiB per panel) a streaming tile fetches ahead of the one it multiplies, so memory
-// keeps streaming while the tile computes. One row reads 4 panels side by side and so needs less
-// distance than a batch's single panel; `kipp bench` decode and batch show the choice.
+// keeps streaming while the tile computes. One row, reading 4 panels side by side, does best
+// fewer blocks ahead than a batch on one panel (`kipp bench` decode and batch show the choice).
 constexpr size_t kRowAheadBlocks = 4;
 constexpr size_t kRowsAheadBlocks = 8;
 // Panels per pass over prefill's rows: 8 x 16 rows x up to 3072 columns of weights (768 KiB)
@@ -33,7 +33,7 @@ constexpr int kMaxPrefillRows = 6;
 // Up to 64 rows (batches of 9+ sequences, short prompts) go panel by panel, the panel's row
 // tiles of up to 8 one after the other: the first reads the panel from memory, fetching ahead,
 // and the rest find it in L2. Beyond 64 rows the prefill tiles, which fetch nothing ahead but
-// broadcast each input pair for two panels, do better (`kipp bench` batch and prefill).
+// broadcast each input pair for two panels, do as well or better (`kipp bench` prefill).
 constexpr size_t kMaxPanelByPanelRows = 64;
 // The row tiles after a panel's first fetch the next panel, line for line, so that memory keeps
 // streaming while they compute on cached weights.
