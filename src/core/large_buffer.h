@@ -2,8 +2,7 @@
 // the kernels, the bandwidth probe's buffer). Aligned to 2 MiB and advised for transparent huge
 // pages where the kernel offers them only on request (THP "madvise" mode): each 2 MiB then
 // takes one TLB entry instead of 512, and the hardware prefetchers, which stop at page
-// boundaries, run on. bench/kernel_bench measured single-row products 5-10% faster with huge
-// pages on the Zen 4 VM.
+// boundaries, run on (bench/kernel_bench single-row products show the difference).
 #pragma once
 
 #include <cstddef>

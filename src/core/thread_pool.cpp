@@ -15,9 +15,9 @@ namespace {
 // A forward pass hands the pool hundreds of short loops per token, with short serial stretches
 // between them; waking a sleeping thread costs more than many of them. Threads therefore poll
 // for this many rounds (a pause is 10-140 cycles depending on the CPU: up to about a
-// millisecond) before they block. Measured on the Zen 4 VM, 2000 rounds let the threads fall
-// asleep between loops and cost 35% of prefill and half of decode speed; the polling only
-// costs anything when the cores are oversubscribed.
+// millisecond) before they block: far fewer rounds let the threads fall asleep between loops,
+// which `kipp bench` shows in prefill and decode speed. The polling only costs anything when
+// the cores are oversubscribed.
 constexpr int kSpinRounds = 20000;
 
 // The range of thread `index` of `threads` over [0, count).

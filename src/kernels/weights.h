@@ -44,7 +44,7 @@ inline constexpr size_t kKvBlockPositions = 32;
 // Requests the K and V rows of positions [0, positions) of `view` into L2 without waiting for
 // them. Attention over a short context is bound by the latency of its rows, not by bandwidth:
 // a thread that asks for its next work item's rows before it starts on the current one finds
-// them in cache (batch of 8 and 16 sequences +2-5% a step, Zen 4 VM, alternated steps).
+// them in cache (bench/attention_bench and `kipp bench` batches show the gain).
 void fetch_kv_rows(const KvLayerView& view, size_t positions);
 
 }  // namespace kipp::kernels

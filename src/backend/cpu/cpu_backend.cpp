@@ -1,12 +1,14 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/cpu_kv_storage.h"
 #include "core/large_buffer.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
@@ -15,8 +17,6 @@
 namespace kipp {
 namespace {
 
-using kernels::kKvBlockPositions;
-static_assert(kernels::kKvBlockPositions == kipp::kKvBlockPositions);
 using kernels::WeightMatrix;
 
 // Logit rows computed together: each pass over the output head serves this many positions.
@@ -29,30 +29,16 @@ constexpr size_t kOutputRowsPerUnit = 16;
 // Weight rows packed at a time at load (a multiple of the panels' 16 rows).
 constexpr size_t kPackRowsPerPiece = 4096;
 
+// A layer's seven projections, declared once: indices into PreparedLayer::projections, each
+// with the model tensor it is prepared from.
+enum Projection : size_t { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProjections };
+constexpr TensorView LayerWeights::*kProjectionTensors[kNumProjections] = {
+    &LayerWeights::attn_q, &LayerWeights::attn_k,  &LayerWeights::attn_v,  &LayerWeights::attn_output,
+    &LayerWeights::ffn_gate, &LayerWeights::ffn_up, &LayerWeights::ffn_down};
+
 struct PreparedLayer {
-  WeightMatrix q, k, v, o, gate, up, down;
+  std::array<WeightMatrix, kNumProjections> projections;
   std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
-};
-
-class CpuKvStorage final : public KvStorage {
- public:
-  CpuKvStorage(uint32_t num_blocks, size_t block_elements)
-      : num_blocks_(num_blocks),
-        block_elements_(block_elements),
-        // Not value-initialized: every position is written before it is read, and untouched
-        // pages of a large session or pool stay uncommitted until used.
-        data_(std::make_unique_for_overwrite<uint16_t[]>(num_blocks * block_elements)) {}
-  uint32_t num_blocks() const override { return num_blocks_; }
-  uint64_t bytes() const override { return uint64_t{num_blocks_} * block_elements_ * sizeof(uint16_t); }
-  void copy_block(uint32_t from, uint32_t to) override {
-    std::copy_n(block(from), block_elements_, block(to));
-  }
-  uint16_t* block(uint32_t index) { return data_.get() + size_t{index} * block_elements_; }
-
- private:
-  uint32_t num_blocks_;
-  size_t block_elements_;
-  std::unique_ptr<uint16_t[]> data_;
 };
 
 const kernels::KernelTable& select_kernels(const std::string& name) {
@@ -81,6 +67,7 @@ class CpuBackend final : public Backend {
   CpuBackend(const Model& model, const BackendOptions& options)
       : config_(model.config()),
         kernels_(select_kernels(options.kernels)),
+        kv_layout_{config_.num_layers, config_.num_kv_heads, config_.head_dim},
         step_rows_(std::max<uint32_t>(1, options.max_step_tokens)),
         pool_(options.threads) {}
 
@@ -91,13 +78,9 @@ class CpuBackend final : public Backend {
     KIPP_ASSIGN_OR_RETURN(output_norm_, prepare_vector(weights.output_norm));
     for (const LayerWeights& lw : weights.layers) {
       PreparedLayer layer;
-      KIPP_ASSIGN_OR_RETURN(layer.q, prepare_matrix(lw.attn_q));
-      KIPP_ASSIGN_OR_RETURN(layer.k, prepare_matrix(lw.attn_k));
-      KIPP_ASSIGN_OR_RETURN(layer.v, prepare_matrix(lw.attn_v));
-      KIPP_ASSIGN_OR_RETURN(layer.o, prepare_matrix(lw.attn_output));
-      KIPP_ASSIGN_OR_RETURN(layer.gate, prepare_matrix(lw.ffn_gate));
-      KIPP_ASSIGN_OR_RETURN(layer.up, prepare_matrix(lw.ffn_up));
-      KIPP_ASSIGN_OR_RETURN(layer.down, prepare_matrix(lw.ffn_down));
+      for (size_t p = 0; p < kNumProjections; ++p) {
+        KIPP_ASSIGN_OR_RETURN(layer.projections[p], prepare_matrix(lw.*kProjectionTensors[p]));
+      }
       KIPP_ASSIGN_OR_RETURN(layer.attn_norm, prepare_vector(lw.attn_norm));
       KIPP_ASSIGN_OR_RETURN(layer.ffn_norm, prepare_vector(lw.ffn_norm));
       KIPP_ASSIGN_OR_RETURN(layer.q_norm, prepare_vector(lw.attn_q_norm));
@@ -112,8 +95,7 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   Expected<std::unique_ptr<KvStorage>> create_kv_storage(uint32_t num_blocks) override {
-    const size_t block_elements = size_t{config_.num_layers} * 2 * kKvBlockPositions * config_.kv_width();
-    return std::unique_ptr<KvStorage>(std::make_unique<CpuKvStorage>(num_blocks, block_elements));
+    return std::unique_ptr<KvStorage>(std::make_unique<CpuKvStorage>(num_blocks, kv_layout_.block_elements()));
   }
 
   uint64_t scratch_bytes() const override { return scratch_.size() * sizeof(float); }
@@ -121,7 +103,7 @@ class CpuBackend final : public Backend {
 
   Status eval(std::span<const EvalItem> items) override {
     // Block pointers per item, then the items' rows flattened and run in steps of step_rows_.
-    std::vector<std::vector<const uint16_t*>> item_blocks(items.size());
+    ItemBlocks item_blocks(items.size());
     std::vector<Row> rows;
     for (size_t i = 0; i < items.size(); ++i) {
       auto* storage = static_cast<CpuKvStorage*>(items[i].kv);
@@ -147,12 +129,249 @@ class CpuBackend final : public Backend {
     uint32_t token;
     size_t logit_row;  // row of the item's logits output, or kNoLogits
   };
+  // Per item, its logical K/V blocks' storage.
+  using ItemBlocks = std::vector<std::vector<const uint16_t*>>;
 
   // Consecutive rows of one sequence whose attention runs as one kernel call.
   struct AttentionTile {
     size_t first_row;
     size_t rows;
   };
+
+  // ---- The forward pass of one step: the rows' tokens through every layer, in the order of
+  // the math; each row's values live at row * width in the scratch arrays.
+
+  void run_step(std::span<const EvalItem> items, const ItemBlocks& item_blocks, std::span<const Row> rows) {
+    form_attention_tiles(rows);
+    embed(rows);
+    observe("embedding", 0, rows, x_, config_.hidden_size);
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      attention_block(l, item_blocks, rows);
+      feed_forward_block(l, rows);
+    }
+    write_logits(items, rows);
+  }
+
+  // x = the tokens' embeddings; cos/sin = the rotary angles of their positions.
+  void embed(std::span<const Row> rows) {
+    const size_t hidden = config_.hidden_size, half = config_.head_dim / 2;
+    for_each_row(rows.size(), [&](size_t r) {
+      kernels_.dequantize_row(embedding_, static_cast<size_t>(rows[r].token), x_ + r * hidden);
+      kernels_.rope_angles(rows[r].position, config_.head_dim, config_.rope_theta, cos_ + r * half, sin_ + r * half);
+    });
+  }
+
+  // proj = o(attention(rope(norm(q(xn))), rope(norm(k(xn))), v(xn))) with xn = rms_norm(x),
+  // the rows' K and V joining their sequences' cache first. The residual add follows in
+  // feed_forward_block.
+  void attention_block(size_t l, const ItemBlocks& item_blocks, std::span<const Row> rows) {
+    const PreparedLayer& layer = layers_[l];
+    const size_t n = rows.size(), hidden = config_.hidden_size;
+    for_each_row(n, [&](size_t r) { rms_norm_row(x_, layer.attn_norm, xn_, hidden, r); });
+    matmuls(xn_, n, hidden,
+            {{&layer.projections[kQ], q_}, {&layer.projections[kK], k_}, {&layer.projections[kV], v_}});
+    for_each_row(n, [&](size_t r) {
+      norm_and_rope_qk(layer, r);
+      store_kv(l, item_blocks[rows[r].item], rows[r].position, r);
+    });
+    attend(l, item_blocks, rows);
+    matmuls(attn_, n, config_.q_width(), {{&layer.projections[kO], proj_}});
+    observe("attention", l, rows, proj_, hidden);
+  }
+
+  // x += proj (the attention's output); then x += down(swiglu(gate(xn), up(xn))) with
+  // xn = rms_norm(x). The attention's residual and the norm after it share one pass.
+  void feed_forward_block(size_t l, std::span<const Row> rows) {
+    const PreparedLayer& layer = layers_[l];
+    const size_t n = rows.size(), hidden = config_.hidden_size, ffn = config_.ffn_size;
+    for_each_row(n, [&](size_t r) {
+      kernels_.add(x_ + r * hidden, proj_ + r * hidden, hidden);
+      rms_norm_row(x_, layer.ffn_norm, xn_, hidden, r);
+    });
+    matmuls(xn_, n, hidden, {{&layer.projections[kGate], gate_}, {&layer.projections[kUp], up_}});
+    for_each_row(n, [&](size_t r) { kernels_.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn); });
+    matmuls(gate_, n, ffn, {{&layer.projections[kDown], proj_}});
+    for_each_row(n, [&](size_t r) { kernels_.add(x_ + r * hidden, proj_ + r * hidden, hidden); });
+    observe("layer_output", l, rows, x_, hidden);
+  }
+
+  void rms_norm_row(const float* in, const std::vector<float>& weight, float* out, size_t width, size_t r) {
+    kernels_.rms_norm(in + r * width, weight.data(), out + r * width, width, static_cast<float>(config_.rms_norm_eps));
+  }
+
+  // Row r's q and k heads: each normalized on its own (Qwen3's q/k norm), then rotated.
+  void norm_and_rope_qk(const PreparedLayer& layer, size_t r) {
+    const size_t hd = config_.head_dim, half = hd / 2;
+    const auto eps = static_cast<float>(config_.rms_norm_eps);
+    float* q = q_ + r * config_.q_width();
+    float* key = k_ + r * config_.kv_width();
+    for (size_t h = 0; h < config_.num_heads; ++h)
+      kernels_.rms_norm(q + h * hd, layer.q_norm.data(), q + h * hd, hd, eps);
+    for (size_t h = 0; h < config_.num_kv_heads; ++h)
+      kernels_.rms_norm(key + h * hd, layer.k_norm.data(), key + h * hd, hd, eps);
+    kernels_.rope(q, config_.num_heads, hd, cos_ + r * half, sin_ + r * half);
+    kernels_.rope(key, config_.num_kv_heads, hd, cos_ + r * half, sin_ + r * half);
+  }
+
+  // Row r's K and V of layer l, as BF16, at its position in its sequence's blocks.
+  void store_kv(size_t l, const std::vector<const uint16_t*>& blocks, uint32_t position, size_t r) {
+    const size_t hd = config_.head_dim, kvw = config_.kv_width();
+    auto* block = const_cast<uint16_t*>(blocks[KvBlockLayout::block_of(position)]);
+    const size_t slot = kv_layout_.slot(position);
+    for (size_t h = 0; h < config_.num_kv_heads; ++h) {
+      kernels_.store_bf16(k_ + r * kvw + h * hd, block + kv_layout_.k(l, h) + slot, hd);
+      kernels_.store_bf16(v_ + r * kvw + h * hd, block + kv_layout_.v(l, h) + slot, hd);
+    }
+  }
+
+  // attn = each query head's attention over its sequence's K/V of layer l up to its position,
+  // one work item per (tile, kv head): a group's query heads over their shared K/V.
+  void attend(size_t l, const ItemBlocks& item_blocks, std::span<const Row> rows) {
+    const size_t hd = config_.head_dim, qw = config_.q_width(), kv_heads = config_.num_kv_heads;
+    const size_t group = config_.num_heads / kv_heads;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const auto tile_of = [&](size_t item) -> const AttentionTile& { return tiles_[item / kv_heads]; };
+    const auto view_of = [&](size_t item) {
+      const size_t g = item % kv_heads;
+      return kernels::KvLayerView{item_blocks[rows[tile_of(item).first_row].item].data(), kv_layout_.k(l, g),
+                                  kv_layout_.v(l, g), 1, hd, hd};
+    };
+    deal_round_robin(
+        tiles_.size() * kv_heads,
+        [&](size_t item) {
+          const AttentionTile& tile = tile_of(item);
+          kernels::fetch_kv_rows(view_of(item), rows[tile.first_row].position + tile.rows);
+        },
+        [&](float* scratch, size_t item) {
+          const AttentionTile& tile = tile_of(item);
+          const size_t g = item % kv_heads, r = tile.first_row;
+          kernels_.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view_of(item),
+                                  scale, scratch, attn_ + r * qw + g * group * hd, qw);
+        });
+  }
+
+  // The final norm and the output head for the rows whose logits were asked for, in passes of
+  // kLogitRowsPerPass rows that each read the head once.
+  void write_logits(std::span<const EvalItem> items, std::span<const Row> rows) {
+    const size_t hidden = config_.hidden_size, vocab = config_.vocab_size;
+    std::vector<const Row*> pending;
+    for (const Row& row : rows)
+      if (row.logit_row != kNoLogits) pending.push_back(&row);
+    for (size_t begin = 0; begin < pending.size(); begin += kLogitRowsPerPass) {
+      const size_t count = std::min(kLogitRowsPerPass, pending.size() - begin);
+      for (size_t i = 0; i < count; ++i) {
+        const size_t r = static_cast<size_t>(pending[begin + i] - rows.data());
+        kernels_.rms_norm(x_ + r * hidden, output_norm_.data(), logit_inputs_ + i * hidden, hidden,
+                          static_cast<float>(config_.rms_norm_eps));
+        if (observer_ != nullptr)
+          observer_->on_activation("final_norm", 0, rows[r].item, rows[r].position,
+                                   std::span<const float>(logit_inputs_ + i * hidden, hidden));
+      }
+      matmuls(logit_inputs_, count, hidden, {{&head_, logits_}});
+      for_each_row(count, [&](size_t i) {
+        const Row& row = *pending[begin + i];
+        std::copy_n(logits_ + i * vocab, vocab, items[row.item].logits + row.logit_row * vocab);
+      });
+    }
+  }
+
+  void observe(std::string_view name, size_t layer, std::span<const Row> rows, const float* values, size_t width) {
+    if (observer_ == nullptr) return;
+    for (size_t r = 0; r < rows.size(); ++r)
+      observer_->on_activation(name, static_cast<uint32_t>(layer), rows[r].item, rows[r].position,
+                               std::span<const float>(values + r * width, width));
+  }
+
+  // ---- Scheduling: how a step's work is shared among the pool's threads.
+
+  // Splits the step's rows into attention tiles: runs of at most kAttentionTileRows consecutive
+  // rows of one sequence.
+  void form_attention_tiles(std::span<const Row> rows) {
+    tiles_.clear();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const bool continues =
+          !tiles_.empty() && rows[r].item == rows[r - 1].item && tiles_.back().rows < kAttentionTileRows;
+      if (continues) {
+        ++tiles_.back().rows;
+      } else {
+        tiles_.push_back(AttentionTile{r, 1});
+      }
+    }
+  }
+
+  // Runs body(i) for i in [0, count) over the pool, in one pass when there are rows enough
+  // to share (a single row runs inline: the wake-up would cost more than the work).
+  template <typename Body>
+  void for_each_row(size_t count, const Body& body) {
+    pool_.parallel_for(count, [&](size_t, size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) body(i);
+    });
+  }
+
+  // Runs work(scratch, item) for item in [0, count), the items dealt out round-robin so every
+  // thread gets short and long (later) rows of attention alike; a thread calls fetch(next) for
+  // its next item before it works on the current one, so that item's data is on its way.
+  // `scratch` is the thread's own attention scratch.
+  template <typename Fetch, typename Work>
+  void deal_round_robin(size_t count, const Fetch& fetch, const Work& work) {
+    const size_t threads = std::min(pool_.size(), count);
+    pool_.parallel_for(threads, [&](size_t thread, size_t first_slot, size_t end_slot) {
+      float* scratch = attention_scratch_ + thread * attention_scratch_floats_;
+      for (size_t slot = first_slot; slot < end_slot; ++slot) {
+        for (size_t item = slot; item < count; item += threads) {
+          if (const size_t next = item + threads; next < count) fetch(next);
+          work(scratch, item);
+        }
+      }
+    });
+  }
+
+  struct Product {
+    const WeightMatrix* w;
+    float* out;  // row r at out + r * w->rows
+  };
+
+  // The products of several matrices with one input (n_rows rows of w.cols floats, x_stride
+  // apart): the input is prepared once and the output rows of all of them are split over the
+  // threads in one pass; each element is computed exactly as a single-threaded product would,
+  // so results do not depend on the thread count. Matrices whose weight types want different
+  // input formats run one at a time.
+  void matmuls(const float* x, size_t n_rows, size_t x_stride, std::initializer_list<Product> products) {
+    const kernels::InputFormat format = kernels::input_format(products.begin()->w->type);
+    for (const Product& product : products)
+      if (kernels::input_format(product.w->type) != format) {
+        for (const Product& single : products) matmuls(x, n_rows, x_stride, {single});
+        return;
+      }
+    const kernels::PreparedInput in =
+        kernels::input_layout(format, x, n_rows, x_stride, products.begin()->w->cols, prepared_.data());
+    // Rows prepared by all threads: on one thread alone the preparation takes a visible share of
+    // a batched step or a prefill (`kipp bench`) while the other threads wait.
+    if (format != kernels::InputFormat::F32)
+      pool_.parallel_for(n_rows, [&](size_t, size_t begin, size_t end) {
+        if (begin < end) kernels_.prepare_rows(in, begin, end - begin);
+      });
+    const auto units = [](const WeightMatrix& w) { return (w.rows + kOutputRowsPerUnit - 1) / kOutputRowsPerUnit; };
+    size_t total_units = 0;
+    for (const Product& product : products) total_units += units(*product.w);
+    pool_.parallel_for(total_units, [&](size_t, size_t begin, size_t end) {
+      size_t first = 0;  // the first unit of `product` in the combined range
+      for (const Product& product : products) {
+        const WeightMatrix& w = *product.w;
+        const size_t lo = std::max(begin, first), hi = std::min(end, first + units(w));
+        if (lo < hi) {
+          const size_t row = (lo - first) * kOutputRowsPerUnit;
+          WeightMatrix part = w;
+          part.data = w.data + row * w.row_bytes;
+          part.rows = std::min(w.rows, (hi - first) * kOutputRowsPerUnit) - row;
+          kernels_.matmul(part, in, product.out + row, w.rows);
+        }
+        first += units(w);
+      }
+    });
+  }
+
+  // ---- Preparation at load.
 
   // The layers' projections and the output head in the kernel table's own arrangement, made
   // once here so that no product rearranges them per call; the file's pages of those tensors are
@@ -165,8 +384,8 @@ class CpuBackend final : public Backend {
     std::vector<WeightMatrix*> matrices;
     if (kernels_.packs_weights(head_)) matrices.push_back(&head_);
     for (PreparedLayer& layer : layers_)
-      for (WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
-        if (kernels_.packs_weights(*w)) matrices.push_back(w);
+      for (WeightMatrix& w : layer.projections)
+        if (kernels_.packs_weights(w)) matrices.push_back(&w);
     if (matrices.empty()) return ok_status();
     // One buffer for all of them, on huge pages (core/large_buffer.h).
     std::vector<size_t> offsets;
@@ -223,191 +442,15 @@ class CpuBackend final : public Backend {
     const auto grow = [&](GgmlType type, size_t rows, size_t cols) {
       prepared = std::max(prepared, kernels::prepared_input_bytes(kernels::input_format(type), rows, cols));
     };
-    for (const PreparedLayer& layer : layers_) {
-      for (const WeightMatrix* w : {&layer.q, &layer.k, &layer.v, &layer.o, &layer.gate, &layer.up, &layer.down})
-        grow(w->type, s, w->cols);
-    }
+    for (const PreparedLayer& layer : layers_)
+      for (const WeightMatrix& w : layer.projections) grow(w.type, s, w.cols);
     grow(head_.type, kLogitRowsPerPass, hidden);
     prepared_.assign(prepared / sizeof(float) + 1, 0.0f);
   }
 
-  struct Product {
-    const WeightMatrix* w;
-    float* out;  // row r at out + r * w->rows
-  };
-
-  // The products of several matrices with one input (n_rows rows of w.cols floats, x_stride
-  // apart): the input is prepared once and the output rows of all of them are split over the
-  // threads in one pass; each element is computed exactly as a single-threaded product would,
-  // so results do not depend on the thread count. Matrices whose weight types want different
-  // input formats run one at a time.
-  void matmuls(const float* x, size_t n_rows, size_t x_stride, std::initializer_list<Product> products) {
-    const kernels::InputFormat format = kernels::input_format(products.begin()->w->type);
-    for (const Product& product : products)
-      if (kernels::input_format(product.w->type) != format) {
-        for (const Product& single : products) matmuls(x, n_rows, x_stride, {single});
-        return;
-      }
-    const kernels::PreparedInput in =
-        kernels::input_layout(format, x, n_rows, x_stride, products.begin()->w->cols, prepared_.data());
-    // Rows prepared by all threads: on one thread the preparation was 4-5% of a step of 8 rows
-    // and of a 512-token prefill, with the other threads waiting.
-    if (format != kernels::InputFormat::F32)
-      pool_.parallel_for(n_rows, [&](size_t, size_t begin, size_t end) {
-        if (begin < end) kernels_.prepare_rows(in, begin, end - begin);
-      });
-    const auto units = [](const WeightMatrix& w) { return (w.rows + kOutputRowsPerUnit - 1) / kOutputRowsPerUnit; };
-    size_t total_units = 0;
-    for (const Product& product : products) total_units += units(*product.w);
-    pool_.parallel_for(total_units, [&](size_t, size_t begin, size_t end) {
-      size_t first = 0;  // the first unit of `product` in the combined range
-      for (const Product& product : products) {
-        const WeightMatrix& w = *product.w;
-        const size_t lo = std::max(begin, first), hi = std::min(end, first + units(w));
-        if (lo < hi) {
-          const size_t row = (lo - first) * kOutputRowsPerUnit;
-          WeightMatrix part = w;
-          part.data = w.data + row * w.row_bytes;
-          part.rows = std::min(w.rows, (hi - first) * kOutputRowsPerUnit) - row;
-          kernels_.matmul(part, in, product.out + row, w.rows);
-        }
-        first += units(w);
-      }
-    });
-  }
-
-  // Runs body(i) for i in [0, count) over the pool, in one pass when there are rows enough
-  // to share (a single row runs inline: the wake-up would cost more than the work).
-  template <typename Body>
-  void for_each_row(size_t count, const Body& body) {
-    pool_.parallel_for(count, [&](size_t, size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) body(i);
-    });
-  }
-
-  void run_step(std::span<const EvalItem> items, const std::vector<std::vector<const uint16_t*>>& item_blocks,
-                std::span<const Row> rows) {
-    const kernels::KernelTable& k = kernels_;
-    const size_t n = rows.size(), hidden = config_.hidden_size, qw = config_.q_width(), kvw = config_.kv_width();
-    const size_t hd = config_.head_dim, half = hd / 2, ffn = config_.ffn_size;
-    const size_t heads = config_.num_heads, kv_heads = config_.num_kv_heads, group = heads / kv_heads;
-    const auto eps = static_cast<float>(config_.rms_norm_eps);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const size_t block_elements_per_layer = 2 * kKvBlockPositions * kvw;
-
-    tiles_.clear();
-    for (size_t r = 0; r < n; ++r) {
-      const bool continues = !tiles_.empty() && rows[r].item == rows[r - 1].item &&
-                             tiles_.back().rows < kAttentionTileRows;
-      if (continues) {
-        ++tiles_.back().rows;
-      } else {
-        tiles_.push_back(AttentionTile{r, 1});
-      }
-    }
-    for_each_row(n, [&](size_t r) {
-      k.dequantize_row(embedding_, static_cast<size_t>(rows[r].token), x_ + r * hidden);
-      k.rope_angles(rows[r].position, hd, config_.rope_theta, cos_ + r * half, sin_ + r * half);
-    });
-    observe("embedding", 0, rows, x_, hidden);
-    for (size_t l = 0; l < layers_.size(); ++l) {
-      const PreparedLayer& layer = layers_[l];
-      for_each_row(n, [&](size_t r) {
-        k.rms_norm(x_ + r * hidden, layer.attn_norm.data(), xn_ + r * hidden, hidden, eps);
-      });
-      matmuls(xn_, n, hidden, {{&layer.q, q_}, {&layer.k, k_}, {&layer.v, v_}});
-      const size_t k_offset = l * block_elements_per_layer, v_offset = k_offset + kKvBlockPositions * kvw;
-      for_each_row(n, [&](size_t r) {
-        float* q = q_ + r * qw;
-        float* key = k_ + r * kvw;
-        for (size_t h = 0; h < heads; ++h) k.rms_norm(q + h * hd, layer.q_norm.data(), q + h * hd, hd, eps);
-        for (size_t h = 0; h < kv_heads; ++h) k.rms_norm(key + h * hd, layer.k_norm.data(), key + h * hd, hd, eps);
-        k.rope(q, heads, hd, cos_ + r * half, sin_ + r * half);
-        k.rope(key, kv_heads, hd, cos_ + r * half, sin_ + r * half);
-        const Row& row = rows[r];
-        auto* block = const_cast<uint16_t*>(item_blocks[row.item][row.position / kKvBlockPositions]);
-        // Each kv head's rows of a block are together: one head's attention reads 8 KiB in
-        // order, which the hardware prefetchers follow, where rows a layer's width apart
-        // they did not (bench/attention_bench, 8 sequences at 512 positions: 13 -> 15-18 GB/s).
-        const size_t slot = (row.position % kKvBlockPositions) * hd;
-        for (size_t h = 0; h < kv_heads; ++h) {
-          k.store_bf16(key + h * hd, block + k_offset + h * kKvBlockPositions * hd + slot, hd);
-          k.store_bf16(v_ + r * kvw + h * hd, block + v_offset + h * kKvBlockPositions * hd + slot, hd);
-        }
-      });
-      // One work item per (tile, kv head): the query heads of a group over their K/V. Items are
-      // dealt out round-robin so every thread gets short and long (later) rows alike; a thread
-      // asks for its next item's K/V before it works on the current one.
-      const size_t work_items = tiles_.size() * kv_heads, threads = std::min(pool_.size(), work_items);
-      const auto view_of = [&](size_t item) {
-        const size_t g = item % kv_heads, head_rows = g * kKvBlockPositions * hd;
-        return kernels::KvLayerView{item_blocks[rows[tiles_[item / kv_heads].first_row].item].data(),
-                                    k_offset + head_rows, v_offset + head_rows, 1, hd, hd};
-      };
-      pool_.parallel_for(threads, [&](size_t thread, size_t first_slot, size_t end_slot) {
-        float* scratch = attention_scratch_ + thread * attention_scratch_floats_;
-        for (size_t slot = first_slot; slot < end_slot; ++slot) {
-          for (size_t item = slot; item < work_items; item += threads) {
-            if (const size_t next = item + threads; next < work_items) {
-              const AttentionTile& next_tile = tiles_[next / kv_heads];
-              kernels::fetch_kv_rows(view_of(next), rows[next_tile.first_row].position + next_tile.rows);
-            }
-            const AttentionTile& tile = tiles_[item / kv_heads];
-            const size_t g = item % kv_heads, r = tile.first_row;
-            k.attention_rows(q_ + r * qw + g * group * hd, qw, tile.rows, rows[r].position, group, view_of(item), scale,
-                             scratch, attn_ + r * qw + g * group * hd, qw);
-          }
-        }
-      });
-      matmuls(attn_, n, qw, {{&layer.o, proj_}});
-      observe("attention", l, rows, proj_, hidden);
-      for_each_row(n, [&](size_t r) {
-        k.add(x_ + r * hidden, proj_ + r * hidden, hidden);
-        k.rms_norm(x_ + r * hidden, layer.ffn_norm.data(), xn_ + r * hidden, hidden, eps);
-      });
-      matmuls(xn_, n, hidden, {{&layer.gate, gate_}, {&layer.up, up_}});
-      for_each_row(n, [&](size_t r) { k.swiglu(gate_ + r * ffn, up_ + r * ffn, gate_ + r * ffn, ffn); });
-      matmuls(gate_, n, ffn, {{&layer.down, proj_}});
-      for_each_row(n, [&](size_t r) { k.add(x_ + r * hidden, proj_ + r * hidden, hidden); });
-      observe("layer_output", l, rows, x_, hidden);
-    }
-    write_logits(items, rows);
-  }
-
-  void observe(std::string_view name, size_t layer, std::span<const Row> rows, const float* values, size_t width) {
-    if (observer_ == nullptr) return;
-    for (size_t r = 0; r < rows.size(); ++r)
-      observer_->on_activation(name, static_cast<uint32_t>(layer), rows[r].item, rows[r].position,
-                               std::span<const float>(values + r * width, width));
-  }
-
-  // The final norm and the output head for the rows whose logits were asked for, in passes of
-  // kLogitRowsPerPass rows that each read the head once.
-  void write_logits(std::span<const EvalItem> items, std::span<const Row> rows) {
-    const size_t hidden = config_.hidden_size, vocab = config_.vocab_size;
-    const auto eps = static_cast<float>(config_.rms_norm_eps);
-    std::vector<const Row*> pending;
-    for (const Row& row : rows)
-      if (row.logit_row != kNoLogits) pending.push_back(&row);
-    for (size_t begin = 0; begin < pending.size(); begin += kLogitRowsPerPass) {
-      const size_t count = std::min(kLogitRowsPerPass, pending.size() - begin);
-      for (size_t i = 0; i < count; ++i) {
-        const size_t r = static_cast<size_t>(pending[begin + i] - rows.data());
-        kernels_.rms_norm(x_ + r * hidden, output_norm_.data(), logit_inputs_ + i * hidden, hidden, eps);
-        if (observer_ != nullptr)
-          observer_->on_activation("final_norm", 0, rows[r].item, rows[r].position,
-                                   std::span<const float>(logit_inputs_ + i * hidden, hidden));
-      }
-      matmuls(logit_inputs_, count, hidden, {{&head_, logits_}});
-      for_each_row(count, [&](size_t i) {
-        const Row& row = *pending[begin + i];
-        std::copy_n(logits_ + i * vocab, vocab, items[row.item].logits + row.logit_row * vocab);
-      });
-    }
-  }
-
   ModelConfig config_;
   const kernels::KernelTable& kernels_;
+  KvBlockLayout kv_layout_;
   size_t step_rows_;
   ThreadPool pool_;
   WeightMatrix embedding_, head_;

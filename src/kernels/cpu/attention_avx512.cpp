@@ -79,15 +79,15 @@ KIPP_AVX512 inline void interleave(float* values, __m512 scale) {
 
 // One K/V block's keys or values as FP32 vectors: key (or value) t, vector c (16 elements).
 // Widened: converted once into scratch, for tiles of many queries. Stored: converted as read,
-// for tiles of a few queries, where converting the whole block into scratch cost as much as
-// the products (batched decoding spent 15% of a step there). Both give the same FP32 values,
-// so a query's result is the same bits in either.
+// for tiles of a few queries, where converting the whole block into scratch would cost as much
+// as the products. Both give the same FP32 values, so a query's result is the same bits in
+// either.
 struct WidenedBlock {
   const float* data;
   size_t head_dim;
   // In a register: GCC otherwise folds the load into every product that uses the vector, and a
-  // load per product, not the products, then bounds the loops (on the Xeon VM a 64-byte load
-  // issues about once a cycle, a multiply-add twice).
+  // load per product, not the products, then bounds the loops (a core issues fewer 64-byte
+  // loads than multiply-adds per cycle).
   KIPP_AVX512 __m512 load(size_t t, size_t c) const {
     __m512 v = _mm512_loadu_ps(data + t * head_dim + c * 16);
     asm("" : "+v"(v));
@@ -103,11 +103,9 @@ struct StoredBlock {
   }
 };
 
-// Fetches the rows of one kv head at positions [0, count) of a block's K or V into L2. Into L1
-// (T0) the requests held the L1 miss buffers, a few dozen lines, and the Zen 4 VM then read
-// only ~13 GB/s of K/V for a batch (37-42% of the bandwidth read alongside); into L2 20-23 GB/s
-// (59-65%) for 8 and 16 sequences, alternated bench/attention_bench runs. On the Xeon VM the
-// two measured alike.
+// Fetches the rows of one kv head at positions [0, count) of a block's K or V into L2: into L1
+// (T0) the requests would hold L1's few miss buffers and throttle a batch's reading of K/V
+// (bench/attention_bench with 8 or 16 sequences shows it).
 template <size_t Chunks>
 KIPP_AVX512 __attribute__((always_inline)) inline void fetch_rows(const uint16_t* first, size_t position_stride,
                                                                   size_t count) {
@@ -228,8 +226,8 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
     // this block's values and the next block's keys are requested while the keys are scored,
     // 8 positions of each per 8 keys scored (a lone query, scored 16 keys at a time, requests
     // them all before it starts). Spread so, the requests keep the line fill buffers
-    // busy without stalling the scoring behind them; all at the start of the block they
-    // measured 7-15% slower (bench/attention_bench, 8 sequences x 512 positions).
+    // busy without stalling the scoring behind them, where all at the start of the block would
+    // stall it (bench/attention_bench, 8 sequences x 512 positions).
     const size_t next_count = base + kBlock <= last ? std::min(kBlock, last + 1 - base - kBlock) : 0;
     const FetchAhead fetch_ahead{block + kv.v_offset, count,
                                  next_count > 0 ? kv.blocks[base / kBlock + 1] + kv.k_offset : nullptr, next_count,

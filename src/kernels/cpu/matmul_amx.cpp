@@ -26,8 +26,9 @@ static_assert(kTileBytes == kBf16TileBytes && kTileRows == kBf16PanelRows && kBl
 // Output panels per pass over the input rows: 128 outputs x up to 3072 columns of weights stay
 // in L2 while every row tile streams past them, so the weights are read from memory once.
 constexpr size_t kPanelsPerPass = 8;
-// How many blocks ahead one-group products (decoding) fetch the weight tiles into L2
-// (bench/kernel_bench, 1 row: none 21.4 GB/s, 2 or 4 ahead 23-24, 8 or 16 ahead 19-23).
+// How many blocks ahead one-group products (decoding) fetch the weight tiles into L2: without
+// fetching the stream falls behind, and a longer distance does not help (bench/kernel_bench
+// with one row compares distances).
 constexpr size_t kFetchAheadBlocks = 4;
 
 // Linux's arch_prctl request for the AMX tile data state (asm/prctl.h, XFEATURE_XTILEDATA).

@@ -23,12 +23,12 @@ namespace kipp::kernels::avx512 {
 namespace {
 
 // The row-major BF16 kernel below serves matrices that are not whole BF16 panels (packed
-// matrices go to bf16_panels_matmul). Its tuning was measured when it served every one.
+// matrices go to bf16_panels_matmul); its tuning below is for all kinds of matrices alike.
 
 // Outputs computed per pass over the input rows: a block of weight rows stays in L2 while every
-// row tile of the input streams past it. With many rows the input is the larger stream, and
-// reading it once per 32 outputs instead of 8 measured 5-10% faster prefill (alternated A/B
-// runs, 512 tokens); decoding streams weights, which fetch ahead better in blocks of 8.
+// row tile of the input streams past it. With many rows the input is the larger stream, read
+// fewer times with 32 outputs per block (prefill in `kipp bench`); decoding streams weights,
+// which fetch ahead better in blocks of 8.
 constexpr size_t kOutputsPerBlock = 8;
 constexpr size_t kPrefillOutputsPerBlock = 32;
 
@@ -106,7 +106,7 @@ using TileFn = void (*)(const Tile&);
 // Tile shapes, chosen so accumulators, weight vectors and the input vector fit the 32 vector
 // registers: up to 4 rows x 4 outputs when many input rows share a step, 1-2 rows x 8 outputs
 // when decoding (more weight rows streaming at once). (One tile of 5-8 rows x 3 outputs for
-// batched decoding measured no faster.)
+// batched decoding would be no faster, bench/kernel_bench.)
 constexpr int kMaxRows = 4;
 constexpr int kMaxOutputs = 8;
 constexpr int tile_outputs(int rows) { return rows <= 2 ? 8 : 4; }
@@ -139,8 +139,8 @@ void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, siz
       const size_t width = tile_outputs(static_cast<int>(rows));
       // The first and last row tiles over a block fetch the next block into L2, so it streams
       // in while this one is multiplied (the hardware prefetchers fall behind when several rows
-      // share each weight load: batched decoding measured 5x -> 7.5x a single sequence). Every
-      // tile fetching measured 10% slower prefill.
+      // share each weight load, as in batched decoding). Every tile fetching would slow prefill
+      // with requests for lines already on their way.
       const bool fetch = row == 0 || row + rows == in.rows;
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);

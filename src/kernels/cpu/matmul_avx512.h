@@ -1,4 +1,4 @@
-// Matrix products for CPUs with AVX-512 BF16 and VNNI (Zen 4, Sapphire Rapids and later):
+// Matrix products for CPUs with AVX-512 BF16 and VNNI:
 // BF16 weights with VDPBF16PS, Q8_0 and affine4 weights with VPDPBUSD on Q8 inputs.
 #pragma once
 

@@ -16,11 +16,9 @@
 namespace kipp::kernels::avx512 {
 namespace {
 
-// Blocks (1 KiB per panel) a streaming tile fetches ahead of the one it multiplies. Measured on
-// the Zen 5 VM, engines alternated step by step in one process: one row read 4 panels side by
-// side decodes 5-15% faster with 4 blocks ahead than with 8 or 16, and 8 rows (a batch) gain
-// most with 8-16 (without any fetching, a batch of 8 was 10-15% slower). Fetching into L2 (stop
-// 29, Zen 4), 8 vs 4 blocks for one row and 16 vs 8 for a batch measured alike.
+// Blocks (1 KiB per panel) a streaming tile fetches ahead of the one it multiplies, so memory
+// keeps streaming while the tile computes. One row, reading 4 panels side by side, does best
+// fewer blocks ahead than a batch on one panel (`kipp bench` decode and batch show the choice).
 constexpr size_t kRowAheadBlocks = 4;
 constexpr size_t kRowsAheadBlocks = 8;
 // Panels per pass over prefill's rows: 8 x 16 rows x up to 3072 columns of weights (768 KiB)
@@ -34,23 +32,18 @@ constexpr int kMaxStreamingRows = 8;
 constexpr int kMaxPrefillRows = 6;
 // Up to 64 rows (batches of 9+ sequences, short prompts) go panel by panel, the panel's row
 // tiles of up to 8 one after the other: the first reads the panel from memory, fetching ahead,
-// and the rest find it in L2. Against the prefill tiles (which fetch nothing ahead), measured on
-// the Zen 4 VM step by step in one process: a batch of 16 +15-16%, 12 +6%, 24-32 +12-13%;
-// prefill of 40-64 tokens +4-8%; 128 equal, 256 -4%, 512 -6%.
+// and the rest find it in L2. Beyond 64 rows the prefill tiles, which fetch nothing ahead but
+// broadcast each input pair for two panels, do as well or better (`kipp bench` prefill).
 constexpr size_t kMaxPanelByPanelRows = 64;
 // The row tiles after a panel's first fetch the next panel, line for line, so that memory keeps
-// streaming while they compute on cached weights (stop 30, Zen 4, step by step: a batch of 12
-// +13%, 16 +2-3.5%, 24 +3%, 32-64 +1-4%). Only the second tile fetching, the rest nothing,
-// measured alike.
+// streaming while they compute on cached weights.
 constexpr size_t kNextPanel = ~size_t{0};
 
-// Fetches the line `ahead` bytes past `at` into L2. Into L1 (as until stop 29) the Zen 4 VM
-// decoded 11-25% slower and stepped a batch of 8 5-10% slower (engines' hints alternated step
-// by step in one process): the requests hold L1's few miss buffers, as with the int8 panels and
-// decode attention. Past a panel's end that is the next panel,
-// which the next tile reads; past the last panel of a buffer it is nothing, which a prefetch
-// may name (it never faults): the address is formed as an integer, since pointer arithmetic
-// beyond the buffer would be undefined.
+// Fetches the line `ahead` bytes past `at` into L2, not L1: requests into L1 hold its few miss
+// buffers and stall the loads, as with the int8 panels and decode attention. Past a panel's end
+// that is the next panel, which the next tile reads; past the last panel of a buffer it is
+// nothing, which a prefetch may name (it never faults): the address is formed as an integer,
+// since pointer arithmetic beyond the buffer would be undefined.
 KIPP_AVX512 inline void fetch_line(const uint8_t* at, size_t ahead) {
   _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) + ahead), _MM_HINT_T1);
 }
@@ -89,8 +82,8 @@ KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blo
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        // The pairs in registers, each broadcast once for all P panels (broadcast inside each
-        // VDPBF16PS from memory instead, 6-row prefill tiles were 15-20% slower).
+        // The pairs in registers, each broadcast once for all P panels: a broadcast inside each
+        // VDPBF16PS from memory would repeat it P times on the load ports.
         int32_t pair0, pair1;
         std::memcpy(&pair0, xb + r * kBf16BlockColumns + 2 * line, 4);
         std::memcpy(&pair1, xb + r * kBf16BlockColumns + 2 * line + 2, 4);
@@ -114,8 +107,8 @@ using TileFn = void (*)(const uint8_t*, size_t, size_t, const uint16_t*, size_t,
 
 // The input rows block by block, [block][row][32 columns]: a tile then finds every pair it
 // broadcasts at one pointer per block plus a constant. Read a row apart (a stride known only at
-// run time), GCC kept the 128 pair addresses of an 8-row tile's block on the stack, and the
-// 8-row tile ran at 65% of the BF16 peak on weights in cache (Zen 4, kernel_bench --mib 2).
+// run time), GCC kept the 128 pair addresses of an 8-row tile's block on the stack, which held
+// the tile well below the BF16 peak on weights in cache (bench/kernel_bench with a small --mib).
 // One row is block-major as it is. Filled once per product by each thread.
 class BlockMajorInput {
  public:
@@ -179,7 +172,7 @@ void bf16_panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* o
                                kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), 1};
   if (in.rows <= static_cast<size_t>(kMaxStreamingRows)) {
     // Every panel read once, from memory. One row: 4 panels side by side (8 accumulator chains;
-    // one panel alone decoded ~10% slower than the row-major kernel). 2-3 rows: 2 panels.
+    // one panel alone leaves too few chains to hide the FMA latency). 2-3 rows: 2 panels.
     // More rows: one panel.
     static constexpr Shape kOneRow{kTiles<4, kRowAheadBlocks, 1>.data(), kTiles<1, kRowAheadBlocks, 1>.data(), 4};
     static constexpr Shape kFewRows{kTiles<2, kRowsAheadBlocks, 3>.data(),

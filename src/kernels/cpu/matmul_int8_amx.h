@@ -11,9 +11,8 @@
 namespace kipp::kernels::amx {
 
 // Fewer input rows go to the VNNI kernel (avx512::quantized_matmul), which streams the weights
-// faster while its 8 products per row and block still fit (bench/kernel_bench, alternated runs,
-// weight GB/s with AMX vs VNNI: 8 rows Q8_0 15.5-16.0 vs 12.7-16.2, affine4 11.6-12.8 vs 14.7;
-// 16 rows Q8_0 14 vs 10-11.5, affine4 9-10 vs 8; 64 rows Q8_0 5.1 vs 4.0, affine4 3.1 vs 2.3).
+// faster while its 8 products per row and block still fit; from 9 rows on the tiles are faster
+// (bench/kernel_bench over 8, 16 and 64 rows, with and without AMX, shows where they cross).
 inline constexpr size_t kMinTileRows = 9;
 
 // Whether this CPU has AMX-INT8 and amx::supported() holds (the process may use the tiles).

@@ -23,13 +23,9 @@ namespace {
 
 // Panels multiplied side by side.
 constexpr size_t kMaxPanels = 2;
-// How far ahead products fetch stored panels, into L2: the hardware prefetchers alone fall
-// behind. Measured with bench/kernel_bench in alternated runs (weight GB/s, 2 threads): 1 row
-// Q8_0 25 -> 26-32, affine4 20 -> 24-27; 8 rows Q8_0 17-18 -> 20-23. Into L1 stalled on the
-// miss buffers (1-2 rows slower than none). What counts is the distance in bytes, about 4-5 KiB:
-// on the Zen 4 VM (alternated kernel_bench runs, 1 row) Q8_0 blocks (544 bytes a panel) read
-// 32.4 GB/s 8 ahead, 30.5 16 ahead; affine4 blocks (320 bytes) 27.4 GB/s 8 ahead, 31.7 16
-// ahead, 30.0 32 ahead, and 16 ahead decoded 5% faster in `kipp bench` (alternated processes).
+// How far ahead products fetch stored panels, into L2 (into L1 the requests would hold the miss
+// buffers): the hardware prefetchers alone fall behind the stream. What counts is the distance
+// in bytes, a few KiB, hence more of the smaller affine4 blocks; bench/kernel_bench shows it.
 constexpr size_t fetch_ahead_blocks(bool affine) { return affine ? 16 : 8; }
 // 32-bit groups of codes per 32-element block.
 constexpr int kGroups = 8;
@@ -118,8 +114,8 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
     // The panel's rows are one contiguous range, read here as 16 interleaved streams, which the
     // hardware prefetchers do not follow: the panel in the same place of the next pair is
     // fetched ahead as one sequential range, a block's share of it per block, into L2 (into L1
-    // it would evict the panel being built). A whole pair's packing and products hide it; the
-    // very next panel was measured 10-15% slower to decode.
+    // it would evict the panel being built). A whole pair's packing and products hide its
+    // latency, where the very next panel would arrive too late.
     for (const uint8_t* line = next + b * step; line < next + (b + 1) * step && line < next_end; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
     __m512i z[8];
@@ -138,10 +134,9 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
 }
 
 // sums + VPDPBUSD(codes, the 4 input codes at x in every lane), the input broadcast from memory
-// ({1to16}) inside the product. Written out because GCC 12 emits a separate VPBROADCASTD when
-// one broadcast feeds two products, and those took 15-25% of the vector throughput of 4-8 row
-// tiles (bench/kernel_bench, 8 rows: Q8_0 22 -> 26 GB/s, affine4 15 -> 19, with one panel at a
-// time below).
+// ({1to16}) inside the product. Written out because GCC emits a separate VPBROADCASTD when one
+// broadcast feeds two products, and those compete with the products for the vector pipes
+// (bench/kernel_bench, 8 rows, shows the difference).
 KIPP_AVX512 inline __m512i dot_group(__m512i sums, __m512i codes, const int8_t* x) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(sums) : "v"(codes), "m"(*reinterpret_cast<const int32_t*>(x)));
   return sums;
@@ -152,7 +147,7 @@ KIPP_AVX512 inline __m512i dot_group(__m512i sums, __m512i codes, const int8_t* 
 // (affine4) d x code sum, all at one pointer plus constants. Read from the prepared rows (a row
 // apart, a stride known only at run time), GCC kept an 8-row tile's addresses in vector
 // registers and on the stack, moved back for every broadcast: those moves run on the vector
-// pipes, and the 8-row Q8_0 tile ran at 63% of the VNNI peak on weights in cache (Zen 4).
+// pipes and hold the tile well below the VNNI peak (bench/kernel_bench with a small --mib).
 struct RecordLayout {
   size_t rows;
   constexpr size_t scales() const { return 32 * rows; }
@@ -209,9 +204,8 @@ struct BuiltPanels {
 
 // What a tile over stored panels fetches as it goes: the same panels further on (the tile that
 // reads them from memory), or, line for line, the panels after them (the tiles after it, which
-// find these in cache: memory then keeps streaming while they compute; stop 30, Zen 4, step by
-// step: a batch of 16 Q8_0 +12%, affine4 +4%, prefill 64 +5-7%, 512 equal; only the second tile
-// fetching and the rest nothing measured alike or slower).
+// find these in cache: memory then keeps streaming while they compute). Batches and short
+// prefills gain from it in `kipp bench`.
 enum class PanelFetch { kAhead, kNextPanels };
 
 // Panels stored in the weights by pack_quantized_panels (StoredPanelBlock).
@@ -232,7 +226,7 @@ struct StoredPanels {
     const uint8_t* block =
         Fetch == PanelFetch::kAhead ? at(p, b + fetch_ahead_blocks(Affine)) : at(p + side_by_side, b);
     // Unrolled over a constant size: as a loop it took the 8-row tile's spare general registers
-    // (stack spills every block; Xeon kipp bench batch of 8 Q8_0 +5% unrolled).
+    // and spilled to the stack every block.
 #pragma GCC unroll 9
     for (size_t line = 0; line < kBlockBytes; line += 64)
       _mm_prefetch(reinterpret_cast<const char*>(block + line), _MM_HINT_T1);
@@ -311,8 +305,8 @@ KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t
 }
 
 // Rows per tile for P panels: accumulators (an integer and a float one per row and panel), the
-// panels' code vectors and the broadcast input fit the 32 vector registers. Two panels x 6 rows
-// measured 8-15% faster prefill than one panel x 8 rows (half the broadcasts per product).
+// panels' code vectors and the broadcast input fit the 32 vector registers. For prefill, two
+// panels x 6 rows beat one panel x 8 rows: each broadcast serves two products.
 constexpr int tile_rows(int panels) { return panels == 1 ? 8 : 6; }
 
 template <bool Affine, typename Source>
@@ -360,8 +354,7 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
     const __mmask16 store[kMaxPanels] = {0xFFFF, 0xFFFF};
     // The single tile takes one panel at a time: every panel is read from memory once, as one
     // sequential stream, and no second tile re-reads it from L2. Two panels side by side (two
-    // streams) measured 1-2 rows slower (Zen 5, kernel_bench alternated: 1 row Q8_0 51-53 ->
-    // 59-62 GB/s, affine4 32-33 -> 53-55).
+    // streams) are slower for one or two rows (bench/kernel_bench).
     const size_t side_by_side = streaming ? 1 : kMaxPanels;
     for (size_t first = 0; first < w.rows; first += side_by_side * kPanelRows) {
       const int count = first + side_by_side * kPanelRows <= w.rows ? static_cast<int>(side_by_side) : 1;
