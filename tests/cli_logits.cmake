@@ -72,4 +72,12 @@ foreach(model tiny qwen3-0.6b)
                    ${CMAKE_BINARY_DIR}/gates/cli-${model} ${KIPP_DEEP_NMSE_${model}})
   set_tests_properties(cli_logits_vs_reference_${model} PROPERTIES FIXTURES_REQUIRED "${fixture};gguf_${model}_bf16"
                        TIMEOUT 600 RESOURCE_LOCK big_memory PASS_REGULAR_EXPRESSION "PASS")
+  # The reference kernel table multiplies FP32 activations, PyTorch's too: NMSE 1e-5 on both.
+  add_test(NAME cli_logits_vs_reference_${model}_reference_kernels
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/logits_cli_vs_reference.sh $<TARGET_FILE:kipp>
+                   ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${CMAKE_SOURCE_DIR}/tools/torch_reference.py
+                   ${CMAKE_BINARY_DIR}/gates/cli-${model}-reference-kernels 1e-5 fp32)
+  set_tests_properties(cli_logits_vs_reference_${model}_reference_kernels PROPERTIES
+                       FIXTURES_REQUIRED "${fixture};gguf_${model}_bf16" ENVIRONMENT KIPP_KERNELS=reference
+                       TIMEOUT 600 RESOURCE_LOCK big_memory PASS_REGULAR_EXPRESSION "PASS")
 endforeach()

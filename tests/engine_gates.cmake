@@ -26,7 +26,16 @@ foreach(model tiny qwen3-0.6b)
            COMMAND engine_gates ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${KIPP_PY}
                    ${CMAKE_SOURCE_DIR}/tools/torch_reference.py ${CMAKE_BINARY_DIR}/gates/${model} ${deep_bounds})
   set_tests_properties(${gate} PROPERTIES FIXTURES_REQUIRED "${fixtures}" TIMEOUT ${timeout})
+  # The same gates on the reference kernel table, which multiplies FP32 activations: PyTorch
+  # then rounds no product input either, and the whole depth is held to NMSE 1e-5 with every
+  # argmax equal (the oracle the fast tables are measured against, see kernel_gates.cmake).
+  add_test(NAME ${gate}_reference_kernels
+           COMMAND engine_gates ${KIPP_MODELS}/${model}-bf16.gguf ${KIPP_MODELS}/${model}-hf ${KIPP_PY}
+                   ${CMAKE_SOURCE_DIR}/tools/torch_reference.py ${CMAKE_BINARY_DIR}/gates/${model}-reference-kernels
+                   1e-5,1.0)
+  set_tests_properties(${gate}_reference_kernels PROPERTIES FIXTURES_REQUIRED "${fixtures}" TIMEOUT ${timeout}
+                       ENVIRONMENT KIPP_KERNELS=reference)
   if(NOT model STREQUAL "tiny")
-    set_tests_properties(${gate} PROPERTIES RESOURCE_LOCK big_memory)
+    set_tests_properties(${gate} ${gate}_reference_kernels PROPERTIES RESOURCE_LOCK big_memory)
   endif()
 endforeach()

@@ -12,7 +12,8 @@ upcasts the BF16 weights to FP32 and computes, in FP32:
   attention -> o_proj + residual -> RMSNorm -> SwiGLU down(silu(gate) * up) +
   residual; final RMSNorm; head = embedding^T when tied, lm_head otherwise.
 With --round-inputs-bf16 every matrix product's input is rounded to BF16 first, as
-Kipp's CPU kernels do for BF16 weights (so the products multiply BF16 by BF16).
+Kipp's fast CPU kernel tables do for BF16 weights (so the products multiply BF16 by
+BF16); without it the products take the FP32 activations, as Kipp's reference table does.
 
 RoPE angles are computed in float64 (position * theta^(-2i/d)) and their cos/sin
 rounded to float32; Hugging Face computes the angle in float32, which differs by
@@ -198,8 +199,8 @@ def round_bf16(x):
 def forward(ckpt, ids, all_positions=False, round_kv_bf16=False, dump=False, round_inputs_bf16=False):
     """Returns (logits [vocab] or [n, vocab], intermediates dict).
 
-    round_inputs_bf16: every matrix product's input is rounded to BF16 first, as Kipp's CPU
-    kernels do for BF16 weights (the products themselves stay FP32)."""
+    round_inputs_bf16: every matrix product's input is rounded to BF16 first, as Kipp's fast CPU
+    kernel tables do for BF16 weights (the products themselves stay FP32)."""
     inp = round_bf16 if round_inputs_bf16 else (lambda t: t)
     d = model_dims(ckpt.config)
     n = len(ids)
@@ -312,7 +313,8 @@ def parse_args(argv):
     p.add_argument("--round-kv-bf16", action="store_true",
                    help="round K (after RoPE) and V to BF16 (nearest even), as Kipp's KV cache stores them")
     p.add_argument("--round-inputs-bf16", action="store_true",
-                   help="round each matrix product's input to BF16, as Kipp's CPU kernels do for BF16 weights")
+                   help="round each matrix product's input to BF16, as Kipp's fast CPU kernels do for BF16 "
+                        "weights (without it: FP32 activations, as Kipp's reference kernels)")
     p.add_argument("--dump-intermediates", action="store_true",
                    help="also save embedding, layer0_attention, layer0_output and final_norm (all positions)")
     p.add_argument("--out", metavar="OUT.npz", help="write arrays to this .npz file")

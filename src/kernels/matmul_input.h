@@ -1,14 +1,11 @@
-// The input side of a matrix product. Products never multiply weights with raw floats: the
-// input rows are first prepared in the format that goes with the weight type, once per step for
-// every matrix that reads them, and every implementation (the scalar reference and each SIMD
-// variant) multiplies the same prepared values. So BF16 variants differ only in the order their
-// float sums are added, quantized ones not at all (ref/q8_rows.h fixes the order), and a row's
-// result never depends on which other rows share the step.
-//   F32, F16 weights   -> F32 inputs, unchanged
-//   BF16 weights       -> BF16 inputs, rounded to nearest even (each product is exact in FP32,
-//                         which is what lets AVX512-BF16 multiply two BF16 vectors at once)
-//   Q8_0, Q4_1 weights -> Q8 inputs: per block of 32, an FP32 scale d = max|x| / 127 and codes
-//                         q = round-to-even(x / d) in [-127, 127] (integer block sums are exact)
+// The input side of a matrix product. The input rows are prepared once per step, for every
+// matrix that reads them, in the format the kernel table asks for (KernelTable::input_format),
+// so a row's result never depends on which other rows share the step. The reference table
+// multiplies the floats themselves (F32 inputs for every weight type), the FP32-activation
+// forward pass the oracle must be. The fast tables round them first, in the format input_format
+// below gives the weight type: on the same prepared values the reference (ref::matmul takes every
+// format) and each SIMD variant then differ, for BF16, only in the order their float sums are
+// added, and for quantized weights not at all (ref/q8_rows.h fixes the order).
 #pragma once
 
 #include <cstddef>
@@ -20,6 +17,12 @@ namespace kipp::kernels {
 
 enum class InputFormat { F32, BF16, Q8 };
 
+// The format the fast tables prepare for `weight_type`:
+//   F32, F16 weights   -> F32 inputs, unchanged
+//   BF16 weights       -> BF16 inputs, rounded to nearest even (each product is exact in FP32,
+//                         which is what lets AVX512-BF16 multiply two BF16 vectors at once)
+//   Q8_0, Q4_1 weights -> Q8 inputs: per block of 32, an FP32 scale d = max|x| / 127 and codes
+//                         q = round-to-even(x / d) in [-127, 127] (integer block sums are exact)
 InputFormat input_format(GgmlType weight_type);
 
 inline constexpr size_t kInputBlock = 32;

@@ -21,6 +21,7 @@
 
 #include "gguf_blueprint.h"
 #include "tokenizer_fixtures.h"
+#include "kernels/cpu/kernels.h"
 #include "runtime/engine.h"
 
 namespace kipp {
@@ -757,6 +758,44 @@ TEST_F(EngineTest, MultiRowLogitsEqualOneTokenAtATime) {
   EXPECT_TRUE(bitwise_equal(rows_of(rows, 69, 1), eval(*last_only, tokens, 1)));
   auto some = new_session();
   EXPECT_TRUE(bitwise_equal(rows_of(rows, 50, 20), eval(*some, tokens, 20)));
+}
+
+// The determinism contract on every kernel table this CPU runs, the reference (which multiplies
+// FP32 activations) included: one position at a time, a reversed block table, a batch beside
+// another session and split steps all give the plain evaluation's bits.
+TEST_F(EngineTest, EveryKernelTableKeepsTheDeterminismContract) {
+  const std::vector<uint32_t> tokens = random_tokens(90, kBlock + 9), other = random_tokens(91, 7);
+  const auto rows = static_cast<uint32_t>(tokens.size());
+  for (const kernels::KernelTable* table : kernels::available_kernel_tables()) {
+    SCOPED_TRACE(table->name);
+    EngineOptions options;
+    options.kernels = table->name;
+    auto engine = open_engine(options);
+    ASSERT_NE(engine, nullptr);
+    const std::vector<float> plain = all_logits_private(*engine, tokens);
+    ASSERT_FALSE(plain.empty());
+
+    auto stepwise = new_session(*engine);
+    for (size_t t = 0; t < tokens.size(); ++t)
+      ASSERT_TRUE(bitwise_equal(rows_of(plain, t, 1), eval(*stepwise, std::span(tokens).subspan(t, 1))))
+          << "position " << t;
+
+    auto scrambled = new_session(*engine, session_options(2 * kBlock, {1, 0}));
+    EXPECT_TRUE(bitwise_equal(plain, eval(*scrambled, tokens, rows)));
+
+    auto first = new_session(*engine), second = new_session(*engine);
+    std::vector<float> batched(plain.size()), beside(other.size() * vocab());
+    const std::vector<BatchItem> items = {{first.get(), tokens, rows, batched.data()},
+                                          {second.get(), other, static_cast<uint32_t>(other.size()), beside.data()}};
+    const Status status = engine->eval_batch(items);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_TRUE(bitwise_equal(plain, batched));
+
+    options.max_step_tokens = 5;
+    auto stepped = open_engine(options);
+    ASSERT_NE(stepped, nullptr);
+    EXPECT_TRUE(bitwise_equal(plain, all_logits_private(*stepped, tokens)));
+  }
 }
 
 // ------------------------------------------------------------------ stateless, sizes, steps

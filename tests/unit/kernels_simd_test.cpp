@@ -37,6 +37,18 @@ TEST(KernelTables, ThisMachineRunsASimdTableAndTheDefaultIsTheBest) {
   EXPECT_EQ(kipp::kernels::find_kernel_table("no-such-table"), nullptr);
 }
 
+// The reference multiplies FP32 activations for every weight type (the forward pass the fast
+// tables are gated against on whole models); the fast tables round them as matmul_input.h says.
+TEST(KernelTables, OnlyTheReferenceMultipliesFp32Activations) {
+  for (const KernelTable* table : kipp::kernels::available_kernel_tables())
+    for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1}) {
+      SCOPED_TRACE(std::string(table->name) + ", " + std::string(kipp::ggml_type_name(type)));
+      EXPECT_EQ(table->input_format(type), std::string(table->name) == "reference"
+                                               ? kipp::kernels::InputFormat::F32
+                                               : kipp::kernels::input_format(type));
+    }
+}
+
 kipp::kernels::PreparedInput single_row(const kipp::kernels::PreparedInput& in, size_t r) {
   kipp::kernels::PreparedInput row = in;
   row.rows = 1;

@@ -18,6 +18,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/half.h"
@@ -277,16 +278,20 @@ TEST(KernelDot, Bf16EqualsFloatDotOfDecodedValues) {
 
 // ------------------------------------------------------------------ matmul
 
+// Each weight type with F32 inputs (the reference table's) and with the rounded inputs the fast
+// tables prepare for it.
 TEST(KernelMatmul, StridedRowsMatchDoubleAndAreIndependentOfRowCount) {
   std::mt19937 rng(41);
   constexpr size_t kOut = 7, kIn = 96, kBatch = 5, kXStride = 100, kOutStride = 11;
-  for (GgmlType type : {GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1}) {
-    SCOPED_TRACE(kipp::ggml_type_name(type));
+  using kipp::kernels::InputFormat;
+  for (GgmlType type : {GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1})
+  for (InputFormat format : {InputFormat::F32, kipp::kernels::input_format(type)}) {
+    SCOPED_TRACE(std::string(kipp::ggml_type_name(type)) + " weights, " +
+                 (format == InputFormat::F32 ? "F32" : "rounded") + " inputs");
     const kipp::testing::StoredMatrix m = kipp::testing::make_stored_matrix(type, kOut, kIn, rng);
     ASSERT_NE(m.w.row_bytes, 0u);
     // Inputs with a gap after each row that must not be read: NaN would poison any result.
-    const kipp::testing::PreparedRows x =
-        kipp::testing::make_prepared_rows(kipp::kernels::input_format(type), kBatch, kIn, kXStride, rng);
+    const kipp::testing::PreparedRows x = kipp::testing::make_prepared_rows(format, kBatch, kIn, kXStride, rng);
     const float sentinel = -12345.0f;
     std::vector<float> out(kBatch * kOutStride, sentinel);
     ref::matmul(m.w, x.in, out.data(), kOutStride);

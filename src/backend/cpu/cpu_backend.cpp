@@ -337,9 +337,9 @@ class CpuBackend final : public Backend {
   // so results do not depend on the thread count. Matrices whose weight types want different
   // input formats run one at a time.
   void matmuls(const float* x, size_t n_rows, size_t x_stride, std::initializer_list<Product> products) {
-    const kernels::InputFormat format = kernels::input_format(products.begin()->w->type);
+    const kernels::InputFormat format = kernels_.input_format(products.begin()->w->type);
     for (const Product& product : products)
-      if (kernels::input_format(product.w->type) != format) {
+      if (kernels_.input_format(product.w->type) != format) {
         for (const Product& single : products) matmuls(x, n_rows, x_stride, {single});
         return;
       }
@@ -440,7 +440,7 @@ class CpuBackend final : public Backend {
     // One prepared-input buffer, the largest any product of a step needs.
     size_t prepared = 0;
     const auto grow = [&](GgmlType type, size_t rows, size_t cols) {
-      prepared = std::max(prepared, kernels::prepared_input_bytes(kernels::input_format(type), rows, cols));
+      prepared = std::max(prepared, kernels::prepared_input_bytes(kernels_.input_format(type), rows, cols));
     };
     for (const PreparedLayer& layer : layers_)
       for (const WeightMatrix& w : layer.projections) grow(w.type, s, w.cols);

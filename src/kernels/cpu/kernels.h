@@ -1,6 +1,8 @@
 // The one dispatch point through which the CPU backend calls every kernel: a table chosen once
-// at start-up for this CPU. The reference kernels stay available as the oracle the fast ones are
-// tested against (KIPP_KERNELS=reference selects them for a whole process).
+// at start-up for this CPU. The reference table stays available as the oracle (KIPP_KERNELS=
+// reference selects it for a whole process): its products multiply the FP32 activations
+// themselves, while the fast tables round them first (matmul_input.h) and are tested against it
+// bit for bit on the same rounded inputs and, on whole models, within a stated bound.
 #pragma once
 
 #include <span>
@@ -12,6 +14,9 @@ namespace kipp::kernels {
 
 struct KernelTable {
   const char* name;
+  // The format this table's products take their inputs in, by weight type: F32 for every type
+  // in the reference, kernels::input_format's rounding in the fast tables.
+  InputFormat (*input_format)(GgmlType weight_type);
   // Reads w as stored and, for BF16 matrices, as this table's pack_weights arranged them (a tied
   // output head, packed, serves the token embedding's lookups too).
   decltype(&ref::dequantize_row) dequantize_row;

@@ -106,21 +106,19 @@ void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t o
   for (size_t o = 0; o < w.rows; ++o) {
     const uint8_t* weights = w.data + o * w.row_bytes;
     if (!row.empty()) dequantize_row(w, o, row.data());
+    const float* weights_f32 = row.empty() ? reinterpret_cast<const float*>(weights) : row.data();
     for (size_t r = 0; r < in.rows; ++r) {
       float value = 0;
-      switch (w.type) {
-        case GgmlType::BF16:
+      switch (in.format) {
+        case InputFormat::F32:
+          value = dot(weights_f32, in.f32 + r * in.f32_stride, w.cols);
+          break;
+        case InputFormat::BF16:
           value = dot_prepared_bf16(reinterpret_cast<const uint16_t*>(weights), in.bf16 + r * in.cols, w.cols);
           break;
-        case GgmlType::Q8_0:
-          value = dot_q8_0_row(reinterpret_cast<const BlockQ8_0*>(weights), in, r);
-          break;
-        case GgmlType::Q4_1:
-          value = dot_affine4_row(reinterpret_cast<const BlockAffine4*>(weights), in, r);
-          break;
-        default:
-          value = dot(row.empty() ? reinterpret_cast<const float*>(weights) : row.data(), in.f32 + r * in.f32_stride,
-                      w.cols);
+        case InputFormat::Q8:
+          value = w.type == GgmlType::Q8_0 ? dot_q8_0_row(reinterpret_cast<const BlockQ8_0*>(weights), in, r)
+                                           : dot_affine4_row(reinterpret_cast<const BlockAffine4*>(weights), in, r);
           break;
       }
       out[r * out_stride + o] = value;

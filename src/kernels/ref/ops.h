@@ -31,10 +31,12 @@ PreparedInput prepare_input(InputFormat format, const float* x, size_t rows, siz
                             void* storage);
 
 // out[r * out_stride + o] = sum over i of w[o][i] * in[r][i], for o < w.rows and r < in.rows,
-// with `in` prepared in input_format(w.type). F32 inputs: dot() of the dequantized row; BF16:
-// the same lanes over the exact products; Q8: per block, the exact integer sum of codes times
-// (weight scale * input scale) (affine4 adds min * the input's scaled code sum), blocks added
-// in order. Each weight row is read once for all rows.
+// with `in` prepared as F32 (the reference table's format, for any weight type) or in
+// input_format(w.type) (the fast tables' rounding, to test them against on the same values).
+// F32 inputs: dot() of the dequantized row; BF16: the same lanes over the exact products; Q8:
+// per block, the exact integer sum of codes times (weight scale * input scale) (affine4 adds
+// min * the input's scaled code sum), blocks added in order. Each weight row is read once for
+// all rows.
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 
 // out = x / sqrt(mean(x^2) + eps) * weight over n elements (in place allowed).
