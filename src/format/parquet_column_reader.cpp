@@ -1,3 +1,6 @@
+// The Parquet column reader: page headers, then a chunk's pages one at a time (its dictionary
+// page, data pages v1 and v2) into the page decoder of parquet_encodings.h, and the row-aligned
+// reader over several columns.
 #include "format/parquet.h"
 
 #include <algorithm>
