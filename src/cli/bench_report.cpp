@@ -100,58 +100,51 @@ DecodeFigures decode_figures(const Model& model, const BenchResult& result) {
   return figures;
 }
 
-}  // namespace
+using Json = nlohmann::ordered_json;
 
-nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& result) {
-  const Model& model = engine.model();
+Json model_json(const Model& model) {
   const ModelConfig& c = model.config();
-  nlohmann::ordered_json out;
-  out["command"] = result.command;
-  out["machine"] = machine_json(result.machine);
-  out["model"] = {{"path", model.path()},
-                  {"file_bytes", model.file_size()},
-                  {"quant_scheme", std::string(quant_scheme_name(model.provenance().scheme))},
-                  {"projection_dtype", std::string(ggml_type_name(model.weights().layers.front().attn_q.type))},
-                  {"embedding_dtype", std::string(ggml_type_name(model.weights().token_embedding.type))},
-                  {"output_dtype", std::string(ggml_type_name(model.weights().output.type))},
-                  {"parameter_count", c.parameter_count()},
-                  {"config",
-                   {{"hidden_size", c.hidden_size},
-                    {"num_layers", c.num_layers},
-                    {"num_heads", c.num_heads},
-                    {"num_kv_heads", c.num_kv_heads},
-                    {"head_dim", c.head_dim},
-                    {"ffn_size", c.ffn_size},
-                    {"vocab_size", c.vocab_size},
-                    {"context_length", c.context_length},
-                    {"tie_embeddings", c.tie_embeddings}}}};
-  out["engine"] = {{"backend", engine.backend().name()},
-                   {"kernels", kernels::cpu_kernels().name},
-                   {"threads", result.threads},
-                   {"max_step_tokens", result.max_step_tokens},
-                   {"scratch_bytes", engine.backend().scratch_bytes()}};
+  return {{"path", model.path()},
+          {"file_bytes", model.file_size()},
+          {"quant_scheme", std::string(quant_scheme_name(model.provenance().scheme))},
+          {"projection_dtype", std::string(ggml_type_name(model.weights().layers.front().attn_q.type))},
+          {"embedding_dtype", std::string(ggml_type_name(model.weights().token_embedding.type))},
+          {"output_dtype", std::string(ggml_type_name(model.weights().output.type))},
+          {"parameter_count", c.parameter_count()},
+          {"config",
+           {{"hidden_size", c.hidden_size},
+            {"num_layers", c.num_layers},
+            {"num_heads", c.num_heads},
+            {"num_kv_heads", c.num_kv_heads},
+            {"head_dim", c.head_dim},
+            {"ffn_size", c.ffn_size},
+            {"vocab_size", c.vocab_size},
+            {"context_length", c.context_length},
+            {"tie_embeddings", c.tie_embeddings}}}};
+}
 
-  if (result.bandwidth) {
-    const kernels::BandwidthResult& bw = *result.bandwidth;
-    auto peaks = nlohmann::ordered_json::array();
-    for (const kernels::PeakRate& peak : result.peaks)
-      peaks.push_back({{"kind", std::string(kernels::multiply_add_kind_name(peak.kind))},
-                       {"instruction", peak.instruction},
-                       {"multiply_adds_per_second", peak.multiply_adds_per_second},
-                       {"flops_per_second", peak.flops_per_second()}});
-    out["probes"] = {{"read_bandwidth",
-                      {{"best_gb_per_second", bw.best_gb_per_second},
-                       {"median_gb_per_second", bw.median_gb_per_second},
-                       {"buffer_bytes", bw.buffer_bytes},
-                       {"passes", bw.passes},
-                       {"threads", bw.threads},
-                       {"instruction", bw.instruction}}},
-                     {"peak_multiply_add", peaks}};
-  } else {
-    out["probes"] = nullptr;
-  }
+// The machine probes (read bandwidth, peak multiply-add rates); null when they did not run.
+Json probes_json(const BenchResult& result) {
+  if (!result.bandwidth) return nullptr;
+  const kernels::BandwidthResult& bw = *result.bandwidth;
+  auto peaks = Json::array();
+  for (const kernels::PeakRate& peak : result.peaks)
+    peaks.push_back({{"kind", std::string(kernels::multiply_add_kind_name(peak.kind))},
+                     {"instruction", peak.instruction},
+                     {"multiply_adds_per_second", peak.multiply_adds_per_second},
+                     {"flops_per_second", peak.flops_per_second()}});
+  return {{"read_bandwidth",
+           {{"best_gb_per_second", bw.best_gb_per_second},
+            {"median_gb_per_second", bw.median_gb_per_second},
+            {"buffer_bytes", bw.buffer_bytes},
+            {"passes", bw.passes},
+            {"threads", bw.threads},
+            {"instruction", bw.instruction}}},
+          {"peak_multiply_add", peaks}};
+}
 
-  auto prefills = nlohmann::ordered_json::array();
+Json prefill_json(const Model& model, const BenchResult& result) {
+  auto prefills = Json::array();
   for (const PrefillRun& run : result.prefills) {
     const PrefillFigures f = prefill_figures(model, result, run);
     prefills.push_back(
@@ -160,34 +153,54 @@ nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& resul
          {"tokens_per_second", spread_json(run.tokens_per_second)},
          {"flops", f.flops},
          {"flops_per_second", f.flops_per_second},
-         {"peak_kind", f.peak ? nlohmann::ordered_json(std::string(kernels::multiply_add_kind_name(f.peak->kind)))
-                              : nlohmann::ordered_json(nullptr)},
-         {"peak_instruction", f.peak ? nlohmann::ordered_json(f.peak->instruction) : nlohmann::ordered_json(nullptr)},
-         {"peak_flops_per_second", f.peak ? nlohmann::ordered_json(f.peak->flops_per_second()) : nlohmann::ordered_json(nullptr)},
+         {"peak_kind", f.peak ? Json(std::string(kernels::multiply_add_kind_name(f.peak->kind))) : Json(nullptr)},
+         {"peak_instruction", f.peak ? Json(f.peak->instruction) : Json(nullptr)},
+         {"peak_flops_per_second", f.peak ? Json(f.peak->flops_per_second()) : Json(nullptr)},
          {"fraction_of_peak", optional_number(f.fraction_of_peak)}});
   }
-  out["prefill"] = prefills;
+  return prefills;
+}
 
+Json decode_json(const Model& model, const BenchResult& result) {
   const DecodeRun& d = result.decode;
   const DecodeFigures f = decode_figures(model, result);
-  out["decode"] = {{"prompt_tokens", d.prompt_tokens},
-                   {"generated_tokens", d.generated_tokens},
-                   {"tokens_per_second", spread_json(d.tokens_per_second)},
-                   {"mean_tokens_per_second", d.mean_tokens_per_second},
-                   {"mean_context_positions", d.mean_positions},
-                   {"weight_bytes_per_token", f.weight_bytes},
-                   {"kv_bytes_read_per_token", f.kv_bytes},
-                   {"bytes_per_token", f.bytes_per_token},
-                   {"achieved_gb_per_second", f.gb_per_second},
-                   {"bandwidth_alongside", nullptr},
-                   {"bandwidth_fraction", optional_number(f.bandwidth_fraction)},
-                   {"bandwidth_fraction_of_best_pass", optional_number(f.best_pass_fraction)},
-                   {"bandwidth_fraction_per_token",
-                    f.paired_fraction ? spread_json(*f.paired_fraction) : nlohmann::ordered_json(nullptr)}};
+  Json decode = {{"prompt_tokens", d.prompt_tokens},
+                 {"generated_tokens", d.generated_tokens},
+                 {"tokens_per_second", spread_json(d.tokens_per_second)},
+                 {"mean_tokens_per_second", d.mean_tokens_per_second},
+                 {"mean_context_positions", d.mean_positions},
+                 {"weight_bytes_per_token", f.weight_bytes},
+                 {"kv_bytes_read_per_token", f.kv_bytes},
+                 {"bytes_per_token", f.bytes_per_token},
+                 {"achieved_gb_per_second", f.gb_per_second},
+                 {"bandwidth_alongside", nullptr},
+                 {"bandwidth_fraction", optional_number(f.bandwidth_fraction)},
+                 {"bandwidth_fraction_of_best_pass", optional_number(f.best_pass_fraction)},
+                 {"bandwidth_fraction_per_token", f.paired_fraction ? spread_json(*f.paired_fraction) : Json(nullptr)}};
   if (const auto& alongside = d.bandwidth_alongside)
-    out["decode"]["bandwidth_alongside"] = {{"best_gb_per_second", alongside->best_gb_per_second},
-                                            {"median_gb_per_second", alongside->median_gb_per_second},
-                                            {"passes", alongside->passes}};
+    decode["bandwidth_alongside"] = {{"best_gb_per_second", alongside->best_gb_per_second},
+                                     {"median_gb_per_second", alongside->median_gb_per_second},
+                                     {"passes", alongside->passes}};
+  return decode;
+}
+
+}  // namespace
+
+nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& result) {
+  const Model& model = engine.model();
+  const ModelConfig& c = model.config();
+  Json out;
+  out["command"] = result.command;
+  out["machine"] = machine_json(result.machine);
+  out["model"] = model_json(model);
+  out["engine"] = {{"backend", engine.backend().name()},
+                   {"kernels", kernels::cpu_kernels().name},
+                   {"threads", result.threads},
+                   {"max_step_tokens", result.max_step_tokens},
+                   {"scratch_bytes", engine.backend().scratch_bytes()}};
+  out["probes"] = probes_json(result);
+  out["prefill"] = prefill_json(model, result);
+  out["decode"] = decode_json(model, result);
   if (result.batch) {
     out["batch"] = {{"sequences", result.batch->sequences},
                     {"prompt_tokens", result.batch->prompt_tokens},
@@ -202,8 +215,8 @@ nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& resul
                    {"peak_rss_bytes", result.memory.peak_rss_bytes},
                    {"peak_rss_excludes_probes", result.peak_rss_reset || !result.bandwidth},
                    {"kv_bytes_per_token", c.kv_bytes_per_token()},
-                   {"kv_bytes_per_session", d.session_kv_bytes},
-                   {"kv_session_capacity_positions", d.session_capacity}};
+                   {"kv_bytes_per_session", result.decode.session_kv_bytes},
+                   {"kv_session_capacity_positions", result.decode.session_capacity}};
   return out;
 }
 

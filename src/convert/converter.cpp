@@ -258,13 +258,8 @@ Expected<std::string> read_optional(const std::string& path) {
   return read_text_file(path);
 }
 
-}  // namespace
-
-Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
-  ConvertOptions options = requested;
-  const std::string& dir = options.input_dir;
-  if (!fs::is_directory(dir)) return make_error(dir + " is not a directory (expected a Hugging Face checkpoint folder)");
-  KIPP_RETURN_IF_ERROR(resolve_registry_stamp(options));
+// A registry stamp comes as a pair and excludes --chat-format, which is for local models.
+Status check_stamp(const ConvertOptions& options) {
   if (options.repository.has_value() != options.revision.has_value()) {
     return make_error("a registry stamp needs both --repo and --revision");
   }
@@ -272,6 +267,90 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
     return make_error("--chat-format is for local models; a registry checkpoint uses its own chat template");
   }
   if (options.chat_format && options.chat_format->empty()) return make_error("--chat-format: empty format name");
+  return ok_status();
+}
+
+// Where the model comes from: a registry checkpoint (its entry checked against the folder; the
+// entry returned) or a local one (nullptr).
+Expected<const RegistryEntry*> fill_provenance(const ConvertOptions& options, const ModelConfig& config,
+                                               const std::string& config_text, Provenance& provenance) {
+  const std::string& dir = options.input_dir;
+  if (!options.repository) {
+    provenance.kind = ProvenanceKind::Local;
+    provenance.local_config = config_text;
+    KIPP_ASSIGN_OR_RETURN(provenance.stop_token_ids, read_stop_tokens(dir, config));
+    return nullptr;
+  }
+  const RegistryEntry* entry = Registry::builtin().find(*options.repository);
+  if (entry == nullptr || entry->id != *options.repository) {
+    return make_error("repository '" + *options.repository + "' is not in the registry (see `kipp registry`)");
+  }
+  if (entry->revision != *options.revision) {
+    return make_error(entry->id + ": revision " + *options.revision + " is not the pinned revision " + entry->revision);
+  }
+  if (!(entry->config == config)) {
+    return make_error(entry->id + ": config.json does not match the registry entry (dimensions, ids or constants differ)");
+  }
+  KIPP_RETURN_IF_ERROR(verify_registry_files(*entry, dir, options));
+  provenance.kind = ProvenanceKind::Registry;
+  provenance.repository = entry->id;
+  provenance.revision = entry->revision;
+  provenance.variant = entry->variant;
+  provenance.stop_token_ids = entry->stop_token_ids;
+  return entry;
+}
+
+// Pass 1 hashes the converted tensors (the hash goes into the header, which precedes them).
+Expected<std::string> hash_converted(TensorStream& stream, const ConvertOptions& options) {
+  report(options, "hashing converted tensors");
+  ContentHasher hasher;
+  KIPP_RETURN_IF_ERROR(stream.run(
+      [&](const TensorSpec& spec) {
+        hasher.begin_tensor(spec.gguf_name, spec.type, spec.dims);
+        return ok_status();
+      },
+      [&](std::span<const uint8_t> bytes) {
+        hasher.add_data(bytes);
+        return ok_status();
+      }));
+  return hasher.finish_hex();
+}
+
+// Pass 2 writes the GGUF file: the metadata, then the converted tensors.
+Status write_gguf(TensorStream& stream, const std::vector<TensorSpec>& specs, const ConvertOptions& options,
+                  const ModelConfig& config, const std::string& name, const TokenizerMetadata& tokenizer,
+                  const Provenance& provenance) {
+  GgufWriter writer;
+  add_model_metadata(writer, config, name, options.scheme);
+  add_tokenizer_metadata(writer, tokenizer);
+  add_provenance_metadata(writer, provenance);
+  if (options.chat_format) {
+    writer.add_metadata(std::string(gguf_key::kKippChatFormat), GgufValue::string(*options.chat_format));
+  }
+  for (const auto& spec : specs) writer.add_tensor(spec.gguf_name, spec.dims, spec.type);
+  KIPP_RETURN_IF_ERROR(writer.begin(options.output_path));
+  size_t started = 0;
+  const TensorSpec* current = nullptr;
+  KIPP_RETURN_IF_ERROR(stream.run(
+      [&](const TensorSpec& spec) {
+        current = &spec;
+        if (++started % 16 == 0 || started == specs.size()) {
+          report(options, "writing tensor " + std::to_string(started) + "/" + std::to_string(specs.size()));
+        }
+        return ok_status();
+      },
+      [&](std::span<const uint8_t> bytes) { return writer.write_tensor_part(current->gguf_name, bytes); }));
+  return writer.finish();
+}
+
+}  // namespace
+
+Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
+  ConvertOptions options = requested;
+  const std::string& dir = options.input_dir;
+  if (!fs::is_directory(dir)) return make_error(dir + " is not a directory (expected a Hugging Face checkpoint folder)");
+  KIPP_RETURN_IF_ERROR(resolve_registry_stamp(options));
+  KIPP_RETURN_IF_ERROR(check_stamp(options));
 
   ConvertReport report_out;
   KIPP_ASSIGN_OR_RETURN(const std::string config_text, read_text_file(join_path(dir, "config.json")));
@@ -281,29 +360,7 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
 
   Provenance& provenance = report_out.provenance;
   provenance.scheme = options.scheme;
-  const RegistryEntry* entry = nullptr;
-  if (options.repository) {
-    entry = Registry::builtin().find(*options.repository);
-    if (entry == nullptr || entry->id != *options.repository) {
-      return make_error("repository '" + *options.repository + "' is not in the registry (see `kipp registry`)");
-    }
-    if (entry->revision != *options.revision) {
-      return make_error(entry->id + ": revision " + *options.revision + " is not the pinned revision " + entry->revision);
-    }
-    if (!(entry->config == config)) {
-      return make_error(entry->id + ": config.json does not match the registry entry (dimensions, ids or constants differ)");
-    }
-    KIPP_RETURN_IF_ERROR(verify_registry_files(*entry, dir, options));
-    provenance.kind = ProvenanceKind::Registry;
-    provenance.repository = entry->id;
-    provenance.revision = entry->revision;
-    provenance.variant = entry->variant;
-    provenance.stop_token_ids = entry->stop_token_ids;
-  } else {
-    provenance.kind = ProvenanceKind::Local;
-    provenance.local_config = config_text;
-    KIPP_ASSIGN_OR_RETURN(provenance.stop_token_ids, read_stop_tokens(dir, config));
-  }
+  KIPP_ASSIGN_OR_RETURN(const RegistryEntry* entry, fill_provenance(options, config, config_text, provenance));
 
   HfTokenizerFiles tokenizer_files;
   KIPP_ASSIGN_OR_RETURN(tokenizer_files.tokenizer_json, read_text_file(join_path(dir, "tokenizer.json")));
@@ -322,45 +379,12 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   KIPP_ASSIGN_OR_RETURN(report_out.notes, check_extra_tensors(*checkpoint, specs, config, provenance.dropped_tied_lm_head));
   TensorStream stream(*checkpoint, specs);
   KIPP_RETURN_IF_ERROR(stream.check_sources());
+  KIPP_ASSIGN_OR_RETURN(provenance.content_hash, hash_converted(stream, options));
 
-  // Pass 1 hashes the converted tensors (the hash goes into the header, which precedes them).
-  report(options, "hashing converted tensors");
-  ContentHasher hasher;
-  KIPP_RETURN_IF_ERROR(stream.run(
-      [&](const TensorSpec& spec) {
-        hasher.begin_tensor(spec.gguf_name, spec.type, spec.dims);
-        return ok_status();
-      },
-      [&](std::span<const uint8_t> bytes) {
-        hasher.add_data(bytes);
-        return ok_status();
-      }));
-  provenance.content_hash = hasher.finish_hex();
-
-  GgufWriter writer;
   const std::string name = !options.name.empty() ? options.name
                            : entry                ? entry->id
                                                   : fs::path(dir).filename().string();
-  add_model_metadata(writer, config, name, options.scheme);
-  add_tokenizer_metadata(writer, *tokenizer);
-  add_provenance_metadata(writer, provenance);
-  if (options.chat_format) {
-    writer.add_metadata(std::string(gguf_key::kKippChatFormat), GgufValue::string(*options.chat_format));
-  }
-  for (const auto& spec : specs) writer.add_tensor(spec.gguf_name, spec.dims, spec.type);
-  KIPP_RETURN_IF_ERROR(writer.begin(options.output_path));
-  size_t started = 0;
-  const TensorSpec* current = nullptr;
-  KIPP_RETURN_IF_ERROR(stream.run(
-      [&](const TensorSpec& spec) {
-        current = &spec;
-        if (++started % 16 == 0 || started == specs.size()) {
-          report(options, "writing tensor " + std::to_string(started) + "/" + std::to_string(specs.size()));
-        }
-        return ok_status();
-      },
-      [&](std::span<const uint8_t> bytes) { return writer.write_tensor_part(current->gguf_name, bytes); }));
-  KIPP_RETURN_IF_ERROR(writer.finish());
+  KIPP_RETURN_IF_ERROR(write_gguf(stream, specs, options, config, name, *tokenizer, provenance));
 
   report_out.config = config;
   report_out.tensor_count = specs.size();

@@ -287,6 +287,36 @@ Expected<uint32_t> alignment_of(const GgufFile& file) {
   return static_cast<uint32_t>(alignment);
 }
 
+// Each tensor's data lies inside the data section (`data_bytes` long) and overlaps no other.
+Status check_tensor_data(const std::vector<GgufTensorInfo>& tensors, uint64_t data_bytes) {
+  for (const GgufTensorInfo& info : tensors) {
+    if (info.offset > data_bytes || info.size_bytes > data_bytes - info.offset) {
+      return make_error("GGUF tensor '" + printable(info.name) + "': data at offset " +
+                        std::to_string(info.offset) + " with " + std::to_string(info.size_bytes) +
+                        " bytes ends past the data section's " + std::to_string(data_bytes) + " bytes");
+    }
+  }
+
+  // Tensors may be listed in any order; sorted by offset, each must end before the next.
+  // (Stable, so the message for equal offsets names the later-listed tensor.)
+  std::vector<const GgufTensorInfo*> by_offset;
+  by_offset.reserve(tensors.size());
+  for (const GgufTensorInfo& info : tensors) by_offset.push_back(&info);
+  std::stable_sort(by_offset.begin(), by_offset.end(),
+                   [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& before = *by_offset[i - 1];
+    const GgufTensorInfo& after = *by_offset[i];
+    if (after.offset < before.offset + before.size_bytes) {
+      return make_error("GGUF tensor '" + printable(after.name) + "': data [" + std::to_string(after.offset) +
+                        ", " + std::to_string(after.offset + after.size_bytes) + ") overlaps tensor '" +
+                        printable(before.name) + "' [" + std::to_string(before.offset) + ", " +
+                        std::to_string(before.offset + before.size_bytes) + ")");
+    }
+  }
+  return ok_status();
+}
+
 }  // namespace
 
 uint64_t GgufTensorInfo::element_count() const {
@@ -366,32 +396,7 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
                       std::to_string(file.alignment_) + ") but the file has only " +
                       std::to_string(bytes.size()) + " bytes");
   }
-  const uint64_t data_bytes = bytes.size() - file.data_offset_;
-  for (const GgufTensorInfo& info : file.tensors_) {
-    if (info.offset > data_bytes || info.size_bytes > data_bytes - info.offset) {
-      return make_error("GGUF tensor '" + printable(info.name) + "': data at offset " +
-                        std::to_string(info.offset) + " with " + std::to_string(info.size_bytes) +
-                        " bytes ends past the data section's " + std::to_string(data_bytes) + " bytes");
-    }
-  }
-
-  // Tensors may be listed in any order; sorted by offset, each must end before the next.
-  // (Stable, so the message for equal offsets names the later-listed tensor.)
-  std::vector<const GgufTensorInfo*> by_offset;
-  by_offset.reserve(file.tensors_.size());
-  for (const GgufTensorInfo& info : file.tensors_) by_offset.push_back(&info);
-  std::stable_sort(by_offset.begin(), by_offset.end(),
-                   [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
-  for (size_t i = 1; i < by_offset.size(); ++i) {
-    const GgufTensorInfo& before = *by_offset[i - 1];
-    const GgufTensorInfo& after = *by_offset[i];
-    if (after.offset < before.offset + before.size_bytes) {
-      return make_error("GGUF tensor '" + printable(after.name) + "': data [" + std::to_string(after.offset) +
-                        ", " + std::to_string(after.offset + after.size_bytes) + ") overlaps tensor '" +
-                        printable(before.name) + "' [" + std::to_string(before.offset) + ", " +
-                        std::to_string(before.offset + before.size_bytes) + ")");
-    }
-  }
+  KIPP_RETURN_IF_ERROR(check_tensor_data(file.tensors_, bytes.size() - file.data_offset_));
   return file;
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -132,9 +133,17 @@ class StringColumnReader {
  private:
   StringColumnReader(std::shared_ptr<const ParquetFile> file, ColumnInfo info);
   Status start_row_group(size_t index);
+  struct Page;
   Status read_page();  // the next data page of the current chunk into decoder_ (dictionary pages on the way)
+  Status next_page(Page& page);  // the next page's header, its sizes checked against the chunk and the limits
+  Expected<std::span<const uint8_t>> page_bytes(const Page& page, std::vector<uint8_t>& buffer);
+  Status read_dictionary_page(const Page& page);
+  Status data_page_v1(const Page& page, std::span<const uint8_t>& levels, std::span<const uint8_t>& values);
+  Status data_page_v2(const Page& page, std::span<const uint8_t>& levels, std::span<const uint8_t>& values);
+  Status start_data_page(const Page& page);  // a v1 or v2 data page's values into decoder_
   void note_buffers();
   Error error(const std::string& what) const;
+  Error page_error(const Page& page, const std::string& what) const;
 
   std::shared_ptr<const ParquetFile> file_;
   ColumnInfo info_;

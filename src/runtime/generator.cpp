@@ -97,49 +97,85 @@ std::vector<uint32_t> default_stop_tokens(const Engine& engine) {
   return stops;
 }
 
-Expected<GenerateResult> generate(Engine& engine, Session& session, std::span<const uint32_t> prompt,
-                                  const GenerateOptions& options, const TextCallback& on_text) {
-  KIPP_RETURN_IF_ERROR(check_options(engine, session, prompt, options));
-  const uint32_t vocab = engine.vocab_size();
-  KIPP_ASSIGN_OR_RETURN(Sampler sampler, with_context(Sampler::create(options.sampling, vocab), "sampling"));
-  const SpeculativeOptions& spec = options.speculative;
-  const std::vector<uint32_t> stops = options.stop_tokens.empty() ? default_stop_tokens(engine) : options.stop_tokens;
-  const bool has_stop_strings =
-      std::any_of(options.stop.begin(), options.stop.end(), [](const std::string& s) { return !s.empty(); });
+namespace {
 
-  GenerateResult result;
-  GenerateStats& stats = result.stats;
-  std::vector<float> logits(size_t{vocab} * (spec.enabled ? spec.max_draft + 1 : 1));
-  const auto row = [&](uint32_t i) { return std::span<const float>(logits).subspan(size_t{i} * vocab, vocab); };
+// One generate() call: the loop described at the top of this file, one member per step.
+class Generation {
+ public:
+  Generation(Engine& engine, Session& session, const GenerateOptions& options, const TextCallback& on_text,
+             Sampler sampler)
+      : session_(session),
+        options_(options),
+        spec_(options.speculative),
+        on_text_(on_text),
+        vocab_(engine.vocab_size()),
+        sampler_(std::move(sampler)),
+        stops_(options.stop_tokens.empty() ? default_stop_tokens(engine) : options.stop_tokens),
+        logits_(size_t{vocab_} * (spec_.enabled ? spec_.max_draft + 1 : 1)),
+        decoder_(engine.tokenizer()),
+        matcher_(has_stop_strings(options) ? options.stop : std::vector<std::string>{}),
+        gate_(spec_.min_acceptance, spec_.gate_window, spec_.gate_cooldown) {
+    lookup_.ngram_min = spec_.ngram_min;
+    lookup_.ngram_max = spec_.ngram_max;
+  }
 
-  const auto prefill_start = Clock::now();
-  KIPP_RETURN_IF_ERROR(with_context(session.eval(prompt, 1, logits.data()), "evaluating the prompt"));
-  stats.prefill_seconds = seconds_since(prefill_start);
-  stats.prompt_tokens = static_cast<uint32_t>(prompt.size());
-  const auto decode_start = Clock::now();
+  Expected<GenerateResult> run(std::span<const uint32_t> prompt) {
+    KIPP_RETURN_IF_ERROR(prefill(prompt));
+    const auto decode_start = Clock::now();
+    // The logical sequence: the session's tokens, then the pending token (if any).
+    history_.assign(session_.tokens().begin(), session_.tokens().end());
+    sampler_.observe(history_);
+    KIPP_RETURN_IF_ERROR(first_token());
+    while (!finished_ && failure_.ok()) KIPP_RETURN_IF_ERROR(step());
+    if (!failure_.ok()) return Error{failure_.error()};
+    KIPP_RETURN_IF_ERROR(settle_session());
+    flush_text();
+    stats_.decode_seconds = seconds_since(decode_start);
+    return std::move(result_);
+  }
 
-  // The logical sequence: the session's tokens, then the pending token (if any).
-  std::vector<uint32_t> history(session.tokens().begin(), session.tokens().end());
-  sampler.observe(history);
+ private:
+  static bool has_stop_strings(const GenerateOptions& options) {
+    return std::any_of(options.stop.begin(), options.stop.end(), [](const std::string& s) { return !s.empty(); });
+  }
 
-  IncrementalDecoder decoder(engine.tokenizer());
-  StopStringMatcher matcher(has_stop_strings ? options.stop : std::vector<std::string>{});
-  bool finished = false;
-  Status failure;
+  std::span<const float> row(uint32_t i) const {
+    return std::span<const float>(logits_).subspan(size_t{i} * vocab_, vocab_);
+  }
 
-  const auto finish = [&](FinishReason reason) {
-    result.finish = reason;
-    finished = true;
-  };
+  Status prefill(std::span<const uint32_t> prompt) {
+    const auto prefill_start = Clock::now();
+    KIPP_RETURN_IF_ERROR(with_context(session_.eval(prompt, 1, logits_.data()), "evaluating the prompt"));
+    stats_.prefill_seconds = seconds_since(prefill_start);
+    stats_.prompt_tokens = static_cast<uint32_t>(prompt.size());
+    return ok_status();
+  }
+
+  Status first_token() {
+    if (options_.max_tokens == 0) {
+      finish(FinishReason::Length);
+      return ok_status();
+    }
+    KIPP_ASSIGN_OR_RETURN(SampledToken first, sampler_.sample(row(0)));
+    accept(std::move(first));
+    return ok_status();
+  }
+
+  void finish(FinishReason reason) {
+    result_.finish = reason;
+    finished_ = true;
+  }
+
   // Text out: to the result and the callback; false when the callback cancels.
-  const auto deliver = [&](std::string_view piece) {
+  bool deliver(std::string_view piece) {
     if (piece.empty()) return true;
-    result.text.append(piece);
-    return !on_text || on_text(piece);
-  };
+    result_.text.append(piece);
+    return !on_text_ || on_text_(piece);
+  }
+
   // Decoded text through the stop-string matcher; false when generation must end.
-  const auto push_text = [&](std::string_view text) {
-    const StopStringMatcher::Output out = matcher.push(text);
+  bool push_text(std::string_view text) {
+    const StopStringMatcher::Output out = matcher_.push(text);
     if (!deliver(out.text)) {
       finish(FinishReason::Cancelled);
       return false;
@@ -149,116 +185,144 @@ Expected<GenerateResult> generate(Engine& engine, Session& session, std::span<co
       return false;
     }
     return true;
-  };
+  }
+
+  // A stop token ends generation; its text goes out only with include_stop_token_text.
+  void accept_stop_token(uint32_t id) {
+    result_.stop_token = id;
+    finish(FinishReason::StopToken);
+    if (!options_.include_stop_token_text) return;
+    auto text = decoder_.push(id);
+    if (!text.ok()) {
+      failure_ = Error{text.error()};
+      return;
+    }
+    const StopStringMatcher::Output out = matcher_.push(*text);
+    if (!deliver(out.text)) return;  // nothing left to cancel
+    if (out.stopped) finished_ = true;  // stop text dropped; still a stop-token finish
+  }
+
   // One sampled token; false when generation ends with it (it may or may not be emitted).
-  const auto accept = [&](SampledToken token) {
-    if (std::find(stops.begin(), stops.end(), token.id) != stops.end()) {
-      result.stop_token = token.id;
-      finish(FinishReason::StopToken);
-      if (options.include_stop_token_text) {
-        auto text = decoder.push(token.id);
-        if (!text.ok()) {
-          failure = Error{text.error()};
-          return false;
-        }
-        const StopStringMatcher::Output out = matcher.push(*text);
-        if (!deliver(out.text)) return false;  // nothing left to cancel
-        if (out.stopped) finished = true;      // stop text dropped; still a stop-token finish
-      }
+  bool accept(SampledToken token) {
+    if (std::find(stops_.begin(), stops_.end(), token.id) != stops_.end()) {
+      accept_stop_token(token.id);
       return false;
     }
-    if (history.size() >= session.capacity()) {
+    if (history_.size() >= session_.capacity()) {
       finish(FinishReason::ContextFull);  // no position for it: dropped
       return false;
     }
     const uint32_t id = token.id;
-    result.tokens.push_back(std::move(token));
-    history.push_back(id);
-    ++stats.generated_tokens;
-    auto text = decoder.push(id);
+    result_.tokens.push_back(std::move(token));
+    history_.push_back(id);
+    ++stats_.generated_tokens;
+    auto text = decoder_.push(id);
     if (!text.ok()) {
-      failure = Error{text.error()};
+      failure_ = Error{text.error()};
       return false;
     }
     if (!push_text(*text)) return false;
-    if (stats.generated_tokens >= options.max_tokens) {
+    if (stats_.generated_tokens >= options_.max_tokens) {
       finish(FinishReason::Length);
       return false;
     }
     return true;
-  };
-  const auto sample_row = [&](uint32_t i) -> Expected<SampledToken> { return sampler.sample(row(i)); };
-
-  if (options.max_tokens == 0) {
-    finish(FinishReason::Length);
-  } else {
-    auto first = sample_row(0);
-    if (!first.ok()) return Error{first.error()};
-    accept(std::move(*first));
   }
 
-  DraftGate gate(spec.min_acceptance, spec.gate_window, spec.gate_cooldown);
-  PromptLookupOptions lookup;
-  lookup.ngram_min = spec.ngram_min;
-  lookup.ngram_max = spec.ngram_max;
-  std::vector<uint32_t> batch;
-  while (!finished && failure.ok()) {
+  // Draft tokens to follow the pending one, when speculative decoding is on and its gate open.
+  std::vector<uint32_t> propose_draft() {
+    if (!spec_.enabled || !gate_.open(stats_.generated_tokens)) return {};
+    const uint64_t room = session_.capacity() - history_.size();  // positions after pending
+    const uint64_t remaining = options_.max_tokens - stats_.generated_tokens;  // >= 1
+    lookup_.max_draft =
+        static_cast<uint32_t>(std::min<uint64_t>({gate_.draft_length(spec_.max_draft), room, remaining - 1}));
+    if (lookup_.max_draft == 0) return {};
+    return prompt_lookup_draft(history_, lookup_);
+  }
+
+  // One eval of [pending + draft], its rows sampled while they agree with the draft.
+  Status step() {
     // history = session + [pending]
-    const uint32_t pending = history.back();
-    std::vector<uint32_t> draft;
-    if (spec.enabled && gate.open(stats.generated_tokens)) {
-      const uint64_t room = session.capacity() - history.size();  // positions after pending
-      const uint64_t remaining = options.max_tokens - stats.generated_tokens;  // >= 1
-      lookup.max_draft = static_cast<uint32_t>(std::min<uint64_t>({gate.draft_length(spec.max_draft), room, remaining - 1}));
-      if (lookup.max_draft > 0) draft = prompt_lookup_draft(history, lookup);
-    }
-    batch.assign(1, pending);
-    batch.insert(batch.end(), draft.begin(), draft.end());
-    const auto rows = static_cast<uint32_t>(batch.size());
-    if (Status evaluated = session.eval(batch, rows, logits.data()); !evaluated.ok())
+    const uint32_t pending = history_.back();
+    const std::vector<uint32_t> draft = propose_draft();
+    batch_.assign(1, pending);
+    batch_.insert(batch_.end(), draft.begin(), draft.end());
+    const auto rows = static_cast<uint32_t>(batch_.size());
+    if (Status evaluated = session_.eval(batch_, rows, logits_.data()); !evaluated.ok())
       return make_error("decoding: " + evaluated.message());
-    ++stats.decode_steps;
+    ++stats_.decode_steps;
 
     uint32_t matched = 0;
     for (uint32_t i = 0; i < rows; ++i) {
-      auto token = sample_row(i);
-      if (!token.ok()) return Error{token.error()};
-      const bool agrees = i < draft.size() && token->id == draft[i];
+      KIPP_ASSIGN_OR_RETURN(SampledToken token, sampler_.sample(row(i)));
+      const bool agrees = i < draft.size() && token.id == draft[i];
       matched += agrees ? 1 : 0;
-      if (!accept(std::move(*token)) || !agrees) break;
+      if (!accept(std::move(token)) || !agrees) break;
     }
     if (!draft.empty()) {
-      ++stats.draft_steps;
-      stats.drafted_tokens += static_cast<uint32_t>(draft.size());
-      stats.accepted_tokens += matched;
-      gate.record(static_cast<uint32_t>(draft.size()), matched, stats.generated_tokens);
+      ++stats_.draft_steps;
+      stats_.drafted_tokens += static_cast<uint32_t>(draft.size());
+      stats_.accepted_tokens += matched;
+      gate_.record(static_cast<uint32_t>(draft.size()), matched, stats_.generated_tokens);
     }
     // Drop the rejected draft positions: the session keeps everything but the new pending token.
-    if (!finished && session.length() != history.size() - 1) {
-      if (Status cut = session.truncate(static_cast<uint32_t>(history.size() - 1)); !cut.ok()) return Error{cut.error()};
+    if (!finished_ && session_.length() != history_.size() - 1) {
+      KIPP_RETURN_IF_ERROR(session_.truncate(static_cast<uint32_t>(history_.size() - 1)));
     }
+    return ok_status();
   }
-  if (!failure.ok()) return Error{failure.error()};
 
   // The session holds exactly base + emitted tokens.
-  const auto target = static_cast<uint32_t>(history.size());
-  if (session.length() > target) {
-    KIPP_RETURN_IF_ERROR(session.truncate(target));
-  } else if (session.length() < target) {
-    const std::span<const uint32_t> missing = std::span<const uint32_t>(history).subspan(session.length());
-    KIPP_RETURN_IF_ERROR(with_context(session.eval(missing, 0, nullptr), "evaluating the last token"));
-    ++stats.decode_steps;
+  Status settle_session() {
+    const auto target = static_cast<uint32_t>(history_.size());
+    if (session_.length() > target) {
+      KIPP_RETURN_IF_ERROR(session_.truncate(target));
+    } else if (session_.length() < target) {
+      const std::span<const uint32_t> missing = std::span<const uint32_t>(history_).subspan(session_.length());
+      KIPP_RETURN_IF_ERROR(with_context(session_.eval(missing, 0, nullptr), "evaluating the last token"));
+      ++stats_.decode_steps;
+    }
+    return ok_status();
   }
 
   // Held-back text is final now, unless a stop string or a cancel ended generation.
-  if (result.finish != FinishReason::StopString && result.finish != FinishReason::Cancelled) {
-    const StopStringMatcher::Output out = matcher.push(decoder.finish());
-    if (out.stopped) result.finish = FinishReason::StopString;
+  void flush_text() {
+    if (result_.finish == FinishReason::StopString || result_.finish == FinishReason::Cancelled) return;
+    const StopStringMatcher::Output out = matcher_.push(decoder_.finish());
+    if (out.stopped) result_.finish = FinishReason::StopString;
     deliver(out.text);  // the callback can no longer cancel anything
-    if (!out.stopped) deliver(matcher.flush());
+    if (!out.stopped) deliver(matcher_.flush());
   }
-  stats.decode_seconds = seconds_since(decode_start);
-  return result;
+
+  Session& session_;
+  const GenerateOptions& options_;
+  const SpeculativeOptions& spec_;
+  const TextCallback& on_text_;
+  const uint32_t vocab_;
+  Sampler sampler_;
+  const std::vector<uint32_t> stops_;
+  std::vector<float> logits_;
+  std::vector<uint32_t> history_;
+  IncrementalDecoder decoder_;
+  StopStringMatcher matcher_;
+  DraftGate gate_;
+  PromptLookupOptions lookup_;
+  std::vector<uint32_t> batch_;
+  GenerateResult result_;
+  GenerateStats& stats_ = result_.stats;
+  bool finished_ = false;
+  Status failure_;
+};
+
+}  // namespace
+
+Expected<GenerateResult> generate(Engine& engine, Session& session, std::span<const uint32_t> prompt,
+                                  const GenerateOptions& options, const TextCallback& on_text) {
+  KIPP_RETURN_IF_ERROR(check_options(engine, session, prompt, options));
+  KIPP_ASSIGN_OR_RETURN(Sampler sampler,
+                        with_context(Sampler::create(options.sampling, engine.vocab_size()), "sampling"));
+  Generation generation(engine, session, options, on_text, std::move(sampler));
+  return generation.run(prompt);
 }
 
 }  // namespace kipp

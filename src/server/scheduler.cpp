@@ -338,24 +338,48 @@ Status Scheduler::fork(Active& active) {
   return ok_status();
 }
 
-void Scheduler::step() {
+// The items of one step, row for row with whom they belong to; sampled rows take their
+// logits from `logits` in order.
+struct Scheduler::Batch {
+  Batch(float* logits_rows, uint32_t vocab_size) : logits(logits_rows), vocab(vocab_size) {}
+
+  float* logits;
+  uint32_t vocab;
   std::vector<BatchItem> items;
   std::vector<StepRow> rows;
-  const uint32_t vocab = engine_->vocab_size();
   uint32_t logit_rows = 0;
-  const auto add = [&](Active& active, Choice& choice, std::span<const uint32_t> tokens, bool sample) {
-    float* logits = sample ? logits_.data() + size_t{logit_rows++} * vocab : nullptr;
-    items.push_back(BatchItem{choice.session.get(), tokens, sample ? 1u : 0u, logits});
+
+  void add(Active& active, Choice& choice, std::span<const uint32_t> tokens, bool sample) {
+    float* row_logits = sample ? logits + size_t{logit_rows++} * vocab : nullptr;
+    items.push_back(BatchItem{choice.session.get(), tokens, sample ? 1u : 0u, row_logits});
     rows.push_back(StepRow{&active, &choice, sample});
-  };
-  // Decoding choices first: each evaluates its pending token.
+  }
+};
+
+void Scheduler::step() {
+  Batch batch(logits_.data(), engine_->vocab_size());
+  add_decoding(batch);
+  add_prompt_chunks(batch);
+  if (batch.items.empty()) return;
+  if (!evaluate(batch)) return;
+  end_completed(sample_tokens(batch));
+  std::lock_guard<std::mutex> lock(mutex_);
+  publish_gauges(queue_.size());
+}
+
+// Decoding choices first: each evaluates its pending token.
+void Scheduler::add_decoding(Batch& batch) {
   for (auto& active : active_)
     for (auto& choice : active->choices)
-      if (!choice->finished && choice->pending) add(*active, *choice, std::span<const uint32_t>(&*choice->pending, 1), true);
-  // Then prompt chunks, oldest request first, within the step's prefill budget.
-  // While choices decode, prompts advance a chunk per choice so that decoding keeps its pace;
-  // when nothing decodes there is no one to keep waiting, and larger steps fill the machine.
-  const bool decoding = !items.empty();
+      if (!choice->finished && choice->pending)
+        batch.add(*active, *choice, std::span<const uint32_t>(&*choice->pending, 1), true);
+}
+
+// Then prompt chunks, oldest request first, within the step's prefill budget.
+// While choices decode, prompts advance a chunk per choice so that decoding keeps its pace;
+// when nothing decodes there is no one to keep waiting, and larger steps fill the machine.
+void Scheduler::add_prompt_chunks(Batch& batch) {
+  const bool decoding = !batch.items.empty();
   const uint32_t chunk_limit = decoding ? options_.prefill_chunk : options_.prefill_budget * kIdlePrefillFactor;
   uint32_t budget = decoding ? options_.prefill_budget : options_.prefill_budget * kIdlePrefillFactor;
   for (auto it = active_.begin(); it != active_.end() && budget > 0;) {
@@ -375,7 +399,7 @@ void Scheduler::step() {
       Choice& first = *active.choices[0];
       const uint32_t done = first.session->length();
       const uint32_t chunk = std::min({chunk_limit, active.queued.shared_until - done, budget});
-      add(active, first, prompt.subspan(done, chunk), false);
+      batch.add(active, first, prompt.subspan(done, chunk), false);
       budget -= chunk;
       continue;
     }
@@ -383,27 +407,33 @@ void Scheduler::step() {
       if (choice->finished || choice->generated > 0 || budget == 0) continue;  // decoding, or done
       const uint32_t done = choice->session->length();
       const uint32_t chunk = std::min({chunk_limit, static_cast<uint32_t>(prompt.size()) - done, budget});
-      add(active, *choice, prompt.subspan(done, chunk), done + chunk == prompt.size());
+      batch.add(active, *choice, prompt.subspan(done, chunk), done + chunk == prompt.size());
       budget -= chunk;
     }
   }
-  if (items.empty()) return;
+}
 
-  if (Status evaluated = engine_->eval_batch(items); !evaluated.ok()) {
-    Event error;
-    error.kind = Event::Kind::Error;
-    error.error = "evaluation failed: " + evaluated.message();
-    std::vector<Active*> failed;
-    for (const StepRow& row : rows)
-      if (std::find(failed.begin(), failed.end(), row.active) == failed.end()) failed.push_back(row.active);
-    for (Active* active : failed) end_request(*active, error);
-    return;
-  }
+// The step's one eval_batch; on failure every request in it ends with the error (false).
+bool Scheduler::evaluate(const Batch& batch) {
+  Status evaluated = engine_->eval_batch(batch.items);
+  if (evaluated.ok()) return true;
+  Event error;
+  error.kind = Event::Kind::Error;
+  error.error = "evaluation failed: " + evaluated.message();
+  std::vector<Active*> failed;
+  for (const StepRow& row : batch.rows)
+    if (std::find(failed.begin(), failed.end(), row.active) == failed.end()) failed.push_back(row.active);
+  for (Active* active : failed) end_request(*active, error);
+  return false;
+}
+
+// Each sampling row's next token, accepted into its choice; the requests those rows belong to.
+std::vector<Scheduler::Active*> Scheduler::sample_tokens(const Batch& batch) {
   std::vector<Active*> touched;
   uint32_t row_index = 0;
-  for (const StepRow& row : rows) {
+  for (const StepRow& row : batch.rows) {
     if (!row.sample) continue;
-    const std::span<const float> logits(logits_.data() + size_t{row_index++} * vocab, vocab);
+    const std::span<const float> logits(batch.logits + size_t{row_index++} * batch.vocab, batch.vocab);
     if (std::find(touched.begin(), touched.end(), row.active) == touched.end()) touched.push_back(row.active);
     if (row.active->failed) continue;
     Choice& choice = *row.choice;
@@ -421,6 +451,11 @@ void Scheduler::step() {
     }
     accept(*row.active, choice, std::move(*token));
   }
+  return touched;
+}
+
+// Requests that failed or whose every choice finished in this step end now.
+void Scheduler::end_completed(const std::vector<Active*>& touched) {
   for (Active* active : touched) {
     if (active->failed) {
       end_request(*active, std::nullopt);  // its error is out already
@@ -438,8 +473,6 @@ void Scheduler::step() {
       end_request(*active, std::move(event));
     }
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  publish_gauges(queue_.size());
 }
 
 void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {

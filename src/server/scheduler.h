@@ -78,6 +78,7 @@ class Scheduler {
     uint32_t worst_blocks = 0;     // shared + n * private
   };
   struct StepRow;
+  struct Batch;
 
   Scheduler(std::unique_ptr<Engine> engine, const SchedulerOptions& options, uint32_t context, Metrics* metrics);
   void run();
@@ -85,6 +86,11 @@ class Scheduler {
   void start(Queued queued);
   Status fork(Active& active);
   void step();
+  void add_decoding(Batch& batch);
+  void add_prompt_chunks(Batch& batch);
+  bool evaluate(const Batch& batch);
+  std::vector<Active*> sample_tokens(const Batch& batch);
+  void end_completed(const std::vector<Active*>& touched);
   void accept(Active& active, Choice& choice, SampledToken token);
   void deliver(Active& active, Choice& choice, std::string_view text, Event& delta);
   void finish_choice(Active& active, Choice& choice, const char* reason, bool flush);

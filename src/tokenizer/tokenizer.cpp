@@ -22,6 +22,112 @@ std::string hex_byte(uint8_t byte) {
 
 std::string quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
+// The vocabulary checked token by token: what each id decodes to, its type, and the ids of
+// the normal (byte-level) and added tokens by their text (views into the metadata).
+struct Vocabulary {
+  std::vector<std::string> bytes;
+  std::vector<TokenType> types;
+  std::unordered_map<std::string_view, uint32_t> normal_ids;  // byte-level string -> id
+  std::unordered_map<std::string_view, uint32_t> added_ids;   // added token content -> id
+};
+
+Expected<Vocabulary> read_vocabulary(const TokenizerMetadata& metadata) {
+  const size_t vocab = metadata.tokens.size();
+  Vocabulary v;
+  v.bytes.resize(vocab);
+  v.types.resize(vocab);
+  v.normal_ids.reserve(vocab);
+  for (uint32_t id = 0; id < vocab; ++id) {
+    const std::string& piece = metadata.tokens[id];
+    const int32_t type = metadata.token_types[id];
+    v.types[id] = static_cast<TokenType>(type);
+    switch (static_cast<TokenType>(type)) {
+      case TokenType::Normal: {
+        auto decoded = byte_level::decode(piece);
+        if (piece.empty() || !decoded) {
+          return make_error("token " + std::to_string(id) + " " + quoted(piece) +
+                            " is not a byte-level string (each character must stand for one byte)");
+        }
+        if (!v.normal_ids.emplace(piece, id).second) {
+          return make_error("token " + std::to_string(id) + " " + quoted(piece) + " repeats token " +
+                            std::to_string(v.normal_ids[piece]));
+        }
+        v.bytes[id] = std::move(*decoded);
+        break;
+      }
+      case TokenType::Control:
+      case TokenType::UserDefined:
+        if (piece.empty()) return make_error("added token " + std::to_string(id) + " is empty");
+        if (utf8::first_invalid_byte(piece)) {
+          return make_error("added token " + std::to_string(id) + " is not valid UTF-8");
+        }
+        if (!v.added_ids.emplace(piece, id).second) {
+          return make_error("added token " + std::to_string(id) + " " + quoted(piece) + " repeats added token " +
+                            std::to_string(v.added_ids[piece]));
+        }
+        v.bytes[id] = piece;  // verbatim: what the text held when it was matched
+        break;
+      case TokenType::Unused:
+        break;  // a padding slot: decodes to nothing, as an id unknown to Hugging Face does
+      default:
+        return make_error("token " + std::to_string(id) + " " + quoted(piece) + " has type " + std::to_string(type) +
+                          ", which a byte-level BPE vocabulary does not use (1 normal, 3 control, 4 user-defined, "
+                          "5 unused)");
+    }
+  }
+  return v;
+}
+
+// The ids of the 256 single-byte tokens, which every byte-level BPE vocabulary holds.
+Expected<std::array<uint32_t, 256>> byte_token_ids(const std::unordered_map<std::string_view, uint32_t>& normal_ids) {
+  std::array<uint32_t, 256> byte_ids{};
+  for (uint32_t b = 0; b < 256; ++b) {
+    const auto found = normal_ids.find(byte_level::byte_to_text(static_cast<uint8_t>(b)));
+    if (found == normal_ids.end()) {
+      return make_error("the vocabulary lacks the token " + quoted(byte_level::byte_to_text(static_cast<uint8_t>(b))) +
+                        " for byte " + hex_byte(static_cast<uint8_t>(b)) +
+                        "; a byte-level BPE vocabulary needs all 256");
+    }
+    byte_ids[b] = found->second;
+  }
+  return byte_ids;
+}
+
+// The merges by (left id, right id), each naming tokens of the vocabulary.
+Expected<std::unordered_map<uint64_t, BpeModel::Merge>> read_merges(
+    const std::vector<std::string>& ranked, const std::unordered_map<std::string_view, uint32_t>& normal_ids) {
+  std::unordered_map<uint64_t, BpeModel::Merge> merges;
+  merges.reserve(ranked.size());
+  std::string joined;
+  for (size_t rank = 0; rank < ranked.size(); ++rank) {
+    const std::string& merge = ranked[rank];
+    const auto describe = [&] { return "merge rank " + std::to_string(rank) + " " + quoted(merge); };
+    const size_t space = merge.find(' ');
+    if (space == std::string::npos || space == 0 || space + 1 == merge.size() ||
+        merge.find(' ', space + 1) != std::string::npos) {
+      return make_error(describe() + " is not two byte-level tokens separated by one space");
+    }
+    const std::string_view left(merge.data(), space);
+    const std::string_view right(merge.data() + space + 1, merge.size() - space - 1);
+    joined.assign(left);
+    joined.append(right);
+    const auto left_id = normal_ids.find(left);
+    const auto right_id = normal_ids.find(right);
+    const auto joined_id = normal_ids.find(joined);
+    if (left_id == normal_ids.end()) return make_error(describe() + ": " + quoted(left) + " is not in the vocabulary");
+    if (right_id == normal_ids.end()) return make_error(describe() + ": " + quoted(right) + " is not in the vocabulary");
+    if (joined_id == normal_ids.end()) {
+      return make_error(describe() + ": the merged token " + quoted(joined) + " is not in the vocabulary");
+    }
+    const auto [existing, inserted] = merges.emplace(BpeModel::pair_key(left_id->second, right_id->second),
+                                                     BpeModel::Merge{static_cast<uint32_t>(rank), joined_id->second});
+    if (!inserted) {
+      return make_error(describe() + " repeats merge rank " + std::to_string(existing->second.rank));
+    }
+  }
+  return merges;
+}
+
 }  // namespace
 
 struct Tokenizer::Impl {
@@ -71,97 +177,15 @@ Expected<Tokenizer> Tokenizer::create(const TokenizerMetadata& metadata) {
                       std::to_string(metadata.token_types.size()) + " token types");
   }
 
-  std::vector<std::string> bytes(vocab);
-  std::vector<TokenType> types(vocab);
-  std::unordered_map<std::string_view, uint32_t> normal_ids;  // byte-level string -> id
-  std::unordered_map<std::string_view, uint32_t> added_ids;   // added token content -> id
-  normal_ids.reserve(vocab);
-  for (uint32_t id = 0; id < vocab; ++id) {
-    const std::string& piece = metadata.tokens[id];
-    const int32_t type = metadata.token_types[id];
-    types[id] = static_cast<TokenType>(type);
-    switch (static_cast<TokenType>(type)) {
-      case TokenType::Normal: {
-        auto decoded = byte_level::decode(piece);
-        if (piece.empty() || !decoded) {
-          return make_error("token " + std::to_string(id) + " " + quoted(piece) +
-                            " is not a byte-level string (each character must stand for one byte)");
-        }
-        if (!normal_ids.emplace(piece, id).second) {
-          return make_error("token " + std::to_string(id) + " " + quoted(piece) + " repeats token " +
-                            std::to_string(normal_ids[piece]));
-        }
-        bytes[id] = std::move(*decoded);
-        break;
-      }
-      case TokenType::Control:
-      case TokenType::UserDefined:
-        if (piece.empty()) return make_error("added token " + std::to_string(id) + " is empty");
-        if (utf8::first_invalid_byte(piece)) {
-          return make_error("added token " + std::to_string(id) + " is not valid UTF-8");
-        }
-        if (!added_ids.emplace(piece, id).second) {
-          return make_error("added token " + std::to_string(id) + " " + quoted(piece) + " repeats added token " +
-                            std::to_string(added_ids[piece]));
-        }
-        bytes[id] = piece;  // verbatim: what the text held when it was matched
-        break;
-      case TokenType::Unused:
-        break;  // a padding slot: decodes to nothing, as an id unknown to Hugging Face does
-      default:
-        return make_error("token " + std::to_string(id) + " " + quoted(piece) + " has type " + std::to_string(type) +
-                          ", which a byte-level BPE vocabulary does not use (1 normal, 3 control, 4 user-defined, "
-                          "5 unused)");
-    }
-  }
-
-  std::array<uint32_t, 256> byte_ids{};
-  for (uint32_t b = 0; b < 256; ++b) {
-    const auto found = normal_ids.find(byte_level::byte_to_text(static_cast<uint8_t>(b)));
-    if (found == normal_ids.end()) {
-      return make_error("the vocabulary lacks the token " + quoted(byte_level::byte_to_text(static_cast<uint8_t>(b))) +
-                        " for byte " + hex_byte(static_cast<uint8_t>(b)) +
-                        "; a byte-level BPE vocabulary needs all 256");
-    }
-    byte_ids[b] = found->second;
-  }
-
-  std::unordered_map<uint64_t, BpeModel::Merge> merges;
-  merges.reserve(metadata.merges.size());
-  std::string joined;
-  for (size_t rank = 0; rank < metadata.merges.size(); ++rank) {
-    const std::string& merge = metadata.merges[rank];
-    const auto describe = [&] { return "merge rank " + std::to_string(rank) + " " + quoted(merge); };
-    const size_t space = merge.find(' ');
-    if (space == std::string::npos || space == 0 || space + 1 == merge.size() ||
-        merge.find(' ', space + 1) != std::string::npos) {
-      return make_error(describe() + " is not two byte-level tokens separated by one space");
-    }
-    const std::string_view left(merge.data(), space);
-    const std::string_view right(merge.data() + space + 1, merge.size() - space - 1);
-    joined.assign(left);
-    joined.append(right);
-    const auto left_id = normal_ids.find(left);
-    const auto right_id = normal_ids.find(right);
-    const auto joined_id = normal_ids.find(joined);
-    if (left_id == normal_ids.end()) return make_error(describe() + ": " + quoted(left) + " is not in the vocabulary");
-    if (right_id == normal_ids.end()) return make_error(describe() + ": " + quoted(right) + " is not in the vocabulary");
-    if (joined_id == normal_ids.end()) {
-      return make_error(describe() + ": the merged token " + quoted(joined) + " is not in the vocabulary");
-    }
-    const auto [existing, inserted] = merges.emplace(BpeModel::pair_key(left_id->second, right_id->second),
-                                                     BpeModel::Merge{static_cast<uint32_t>(rank), joined_id->second});
-    if (!inserted) {
-      return make_error(describe() + " repeats merge rank " + std::to_string(existing->second.rank));
-    }
-  }
-
+  KIPP_ASSIGN_OR_RETURN(Vocabulary vocabulary, read_vocabulary(metadata));
+  KIPP_ASSIGN_OR_RETURN(const auto byte_ids, byte_token_ids(vocabulary.normal_ids));
+  KIPP_ASSIGN_OR_RETURN(auto merges, read_merges(metadata.merges, vocabulary.normal_ids));
   KIPP_ASSIGN_OR_RETURN(auto pretokenizer, Pretokenizer::create(kQwen2PretokenizerPattern));
   auto impl = std::make_unique<Impl>(std::move(pretokenizer), BpeModel(byte_ids, std::move(merges)));
-  for (const auto& [content, id] : added_ids) impl->added.add(content, id);
+  for (const auto& [content, id] : vocabulary.added_ids) impl->added.add(content, id);
   impl->pieces = metadata.tokens;
-  impl->bytes = std::move(bytes);
-  impl->types = std::move(types);
+  impl->bytes = std::move(vocabulary.bytes);
+  impl->types = std::move(vocabulary.types);
   return Tokenizer(std::move(impl));
 }
 

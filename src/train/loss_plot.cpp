@@ -150,6 +150,210 @@ void widen(double& low, double& high, bool have_data, bool zero_floor) {
   }
 }
 
+constexpr const char* kTrainColor = "#1f77b4";
+constexpr const char* kValColor = "#d62728";
+constexpr const char* kBaselineColor = "#7f7f7f";
+
+// The curves as drawn: finite points only; on a log axis only positive losses, in log10 units.
+struct PlotData {
+  std::vector<PlotPoint> train, smoothed, val;
+  std::optional<double> baseline;
+};
+
+PlotData prepare_data(const LossSeries& input, bool log_scale) {
+  const auto prepare = [&](const std::vector<PlotPoint>& points) {
+    std::vector<PlotPoint> out;
+    for (const PlotPoint& point : points) {
+      if (!std::isfinite(point.step) || !std::isfinite(point.value)) continue;
+      if (log_scale) {
+        if (point.value <= 0) continue;
+        out.push_back({point.step, std::log10(point.value)});
+      } else {
+        out.push_back(point);
+      }
+    }
+    return out;
+  };
+  PlotData data{prepare(input.train_loss), prepare(input.smoothed_loss), prepare(input.val_loss), std::nullopt};
+  if (input.unigram_baseline && std::isfinite(*input.unigram_baseline) && (!log_scale || *input.unigram_baseline > 0)) {
+    data.baseline = log_scale ? std::log10(*input.unigram_baseline) : *input.unigram_baseline;
+  }
+  return data;
+}
+
+// The picture's size, the plot area inside it, and the axes' data ranges mapped onto it.
+struct Frame {
+  bool have_data = false;
+  double width = 0, height = 0;
+  double left = 0, right = 0, top = 0, bottom = 0;
+  Axis x, y;
+};
+
+Frame layout(const PlotData& data, const LossPlotOptions& options) {
+  double x_low = std::numeric_limits<double>::infinity(), x_high = -x_low;
+  double y_low = x_low, y_high = -x_low;
+  for (const auto* series : {&data.train, &data.smoothed, &data.val}) {
+    for (const PlotPoint& point : *series) {
+      x_low = std::min(x_low, point.step);
+      x_high = std::max(x_high, point.step);
+      y_low = std::min(y_low, point.value);
+      y_high = std::max(y_high, point.value);
+    }
+  }
+  Frame frame;
+  frame.have_data = std::isfinite(x_low);
+  if (frame.have_data && data.baseline) {
+    y_low = std::min(y_low, *data.baseline);
+    y_high = std::max(y_high, *data.baseline);
+  }
+  widen(x_low, x_high, frame.have_data, /*zero_floor=*/true);
+  widen(y_low, y_high, frame.have_data, /*zero_floor=*/!options.log_scale);
+  // 5% headroom above and below the curves.
+  const double y_pad = (y_high - y_low) * 0.05;
+  y_low -= y_pad;
+  y_high += y_pad;
+
+  frame.width = std::max(options.width, 200);
+  frame.height = std::max(options.height, 150);
+  frame.left = 72;
+  frame.right = frame.width - 24;
+  frame.top = 48;
+  frame.bottom = frame.height - 52;
+  frame.x = Axis{x_low, x_high, frame.left, frame.right};
+  frame.y = Axis{y_low, y_high, frame.bottom, frame.top};
+  return frame;
+}
+
+// The XML prolog, the canvas, the plot area's clip path and the title.
+std::string svg_head(const Frame& f, const std::string& title) {
+  std::string svg;
+  svg += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coord(f.width) + "\" height=\"" + coord(f.height) +
+         "\" viewBox=\"0 0 " + coord(f.width) + " " + coord(f.height) +
+         "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  svg += "<rect x=\"0\" y=\"0\" width=\"" + coord(f.width) + "\" height=\"" + coord(f.height) + "\" fill=\"#ffffff\"/>\n";
+  svg += "<defs><clipPath id=\"plot-area\"><rect x=\"" + coord(f.left) + "\" y=\"" + coord(f.top) + "\" width=\"" +
+         coord(f.right - f.left) + "\" height=\"" + coord(f.bottom - f.top) + "\"/></clipPath></defs>\n";
+  const std::string heading = title.empty() ? "Loss" : "Loss: " + title;
+  svg += "<text x=\"" + coord(f.width / 2) +
+         "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">" + xml_escape(heading) +
+         "</text>\n";
+  return svg;
+}
+
+// Grid lines and tick labels, then the plot area's frame and the axes' names.
+std::string svg_axes(const Frame& f, bool log_scale) {
+  std::string svg = "<g id=\"x-ticks\" stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
+  std::string x_labels, y_labels;
+  const std::vector<double> x_ticks = linear_ticks(f.x.low, f.x.high, 8);
+  const double x_spacing = x_ticks.size() >= 2 ? x_ticks[1] - x_ticks[0] : 1;
+  for (const double tick : x_ticks) {
+    const std::string x = coord(f.x.to_pixel(tick));
+    svg += "<line x1=\"" + x + "\" y1=\"" + coord(f.top) + "\" x2=\"" + x + "\" y2=\"" + coord(f.bottom) + "\"/>\n";
+    x_labels += "<text x=\"" + x + "\" y=\"" + coord(f.bottom + 18) + "\" text-anchor=\"middle\">" +
+                tick_label(tick, x_spacing) + "</text>\n";
+  }
+  svg += "</g>\n<g id=\"y-ticks\" stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
+  const std::vector<double> y_ticks = log_scale ? log_ticks(f.y.low, f.y.high) : linear_ticks(f.y.low, f.y.high, 6);
+  const double y_spacing = y_ticks.size() >= 2 ? y_ticks[1] - y_ticks[0] : 1;
+  for (const double tick : y_ticks) {
+    const std::string y = coord(f.y.to_pixel(tick));
+    svg += "<line x1=\"" + coord(f.left) + "\" y1=\"" + y + "\" x2=\"" + coord(f.right) + "\" y2=\"" + y + "\"/>\n";
+    y_labels += "<text x=\"" + coord(f.left - 8) + "\" y=\"" + y + "\" dy=\"4\" text-anchor=\"end\">" +
+                (log_scale ? log_tick_label(tick) : tick_label(tick, y_spacing)) + "</text>\n";
+  }
+  svg += "</g>\n<g id=\"tick-labels\" fill=\"#333333\">\n" + x_labels + y_labels + "</g>\n";
+
+  svg += "<rect x=\"" + coord(f.left) + "\" y=\"" + coord(f.top) + "\" width=\"" + coord(f.right - f.left) +
+         "\" height=\"" + coord(f.bottom - f.top) + "\" fill=\"none\" stroke=\"#555555\" stroke-width=\"1\"/>\n";
+  svg += "<text x=\"" + coord((f.left + f.right) / 2) + "\" y=\"" + coord(f.height - 12) +
+         "\" text-anchor=\"middle\" fill=\"#333333\">step</text>\n";
+  svg += "<text x=\"18\" y=\"" + coord((f.top + f.bottom) / 2) +
+         "\" text-anchor=\"middle\" fill=\"#333333\" transform=\"rotate(-90 18 " + coord((f.top + f.bottom) / 2) +
+         ")\">" + (log_scale ? "loss (log scale)" : "loss") + "</text>\n";
+  return svg;
+}
+
+// The curves, clipped to the plot area, and the baseline; a note instead when there is no data.
+std::string svg_curves(const PlotData& data, const Frame& f) {
+  const auto points_text = [&](const std::vector<PlotPoint>& points) {
+    std::string text;
+    for (const PlotPoint& point : points) {
+      if (!text.empty()) text.push_back(' ');
+      text += coord(f.x.to_pixel(point.step)) + "," + coord(f.y.to_pixel(point.value));
+    }
+    return text;
+  };
+  const auto markers = [&](const std::vector<PlotPoint>& points, const char* color, double radius) {
+    std::string text;
+    for (const PlotPoint& point : points) {
+      text += "<circle cx=\"" + coord(f.x.to_pixel(point.step)) + "\" cy=\"" + coord(f.y.to_pixel(point.value)) +
+              "\" r=\"" + coord(radius) + "\" fill=\"" + color + "\"/>\n";
+    }
+    return text;
+  };
+
+  std::string svg =
+      "<g clip-path=\"url(#plot-area)\" fill=\"none\" stroke-linejoin=\"round\" stroke-linecap=\"round\">\n";
+  if (!data.train.empty()) {
+    svg += "<polyline id=\"train-loss\" stroke=\"" + std::string(kTrainColor) +
+           "\" stroke-opacity=\"0.3\" stroke-width=\"1\" points=\"" + points_text(data.train) + "\"/>\n";
+    if (data.train.size() == 1) svg += markers(data.train, "#9ebfdc", 2.5);
+  }
+  if (!data.smoothed.empty()) {
+    svg += "<polyline id=\"smoothed-loss\" stroke=\"" + std::string(kTrainColor) + "\" stroke-width=\"2\" points=\"" +
+           points_text(data.smoothed) + "\"/>\n";
+    if (data.smoothed.size() == 1) svg += markers(data.smoothed, kTrainColor, 3);
+  }
+  if (!data.val.empty()) {
+    svg += "<polyline id=\"val-loss\" stroke=\"" + std::string(kValColor) + "\" stroke-width=\"1.5\" points=\"" +
+           points_text(data.val) + "\"/>\n";
+    svg += "<g id=\"val-points\">\n" + markers(data.val, kValColor, 3.5) + "</g>\n";
+  }
+  if (f.have_data && data.baseline) {
+    const std::string y = coord(f.y.to_pixel(*data.baseline));
+    svg += "<line id=\"unigram-baseline\" x1=\"" + coord(f.left) + "\" y1=\"" + y + "\" x2=\"" + coord(f.right) +
+           "\" y2=\"" + y + "\" stroke=\"" + kBaselineColor + "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
+  }
+  svg += "</g>\n";
+
+  if (!f.have_data) {
+    svg += "<text x=\"" + coord((f.left + f.right) / 2) + "\" y=\"" + coord((f.top + f.bottom) / 2) +
+           "\" text-anchor=\"middle\" font-size=\"14\" fill=\"#888888\">no finite loss values logged yet</text>\n";
+  }
+  return svg;
+}
+
+// The legend, top right inside the plot; the baseline's entry only when there is one.
+std::string svg_legend(const Frame& f, bool has_baseline) {
+  const double legend_width = 150, row = 18, legend_x = f.right - legend_width - 10, legend_y = f.top + 10;
+  std::string svg = "<g id=\"legend\">\n<rect x=\"" + coord(legend_x) + "\" y=\"" + coord(legend_y) +
+                    "\" width=\"" + coord(legend_width) + "\" height=\"" + coord(row * (has_baseline ? 4 : 3) + 10) +
+                    "\" fill=\"#ffffff\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n";
+  struct Entry {
+    const char* label;
+    const char* color;
+    const char* extra;
+  };
+  const Entry entries[] = {{"training loss", kTrainColor, "stroke-opacity=\"0.3\" stroke-width=\"1\""},
+                           {"smoothed loss", kTrainColor, "stroke-width=\"2\""},
+                           {"validation loss", kValColor, "stroke-width=\"1.5\""},
+                           {"unigram baseline", kBaselineColor, "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""}};
+  for (size_t i = 0; i < (has_baseline ? 4u : 3u); ++i) {
+    const double y = legend_y + 5 + row * (double(i) + 0.5);
+    svg += "<line x1=\"" + coord(legend_x + 8) + "\" y1=\"" + coord(y) + "\" x2=\"" + coord(legend_x + 36) +
+           "\" y2=\"" + coord(y) + "\" stroke=\"" + entries[i].color + "\" " + entries[i].extra + "/>\n";
+    if (i == 2) {
+      svg += "<circle cx=\"" + coord(legend_x + 22) + "\" cy=\"" + coord(y) + "\" r=\"3.5\" fill=\"" + kValColor +
+             "\"/>\n";
+    }
+    svg += "<text x=\"" + coord(legend_x + 44) + "\" y=\"" + coord(y) + "\" dy=\"4\" fill=\"#333333\">" +
+           entries[i].label + "</text>\n";
+  }
+  svg += "</g>\n";
+  return svg;
+}
+
 }  // namespace
 
 Expected<LossSeries> parse_loss_series(const std::string& jsonl, const std::string& source) {
@@ -214,171 +418,10 @@ Expected<LossSeries> read_loss_series(const std::string& metrics_path) {
 }
 
 std::string render_loss_svg(const LossSeries& input, const LossPlotOptions& options) {
-  // On a log axis only positive losses can be drawn; values are kept in log10 units.
-  auto prepare = [&](const std::vector<PlotPoint>& points) {
-    std::vector<PlotPoint> out;
-    for (const PlotPoint& point : points) {
-      if (!std::isfinite(point.step) || !std::isfinite(point.value)) continue;
-      if (options.log_scale) {
-        if (point.value <= 0) continue;
-        out.push_back({point.step, std::log10(point.value)});
-      } else {
-        out.push_back(point);
-      }
-    }
-    return out;
-  };
-  const std::vector<PlotPoint> train = prepare(input.train_loss);
-  const std::vector<PlotPoint> smoothed = prepare(input.smoothed_loss);
-  const std::vector<PlotPoint> val = prepare(input.val_loss);
-  std::optional<double> baseline;
-  if (input.unigram_baseline && std::isfinite(*input.unigram_baseline) &&
-      (!options.log_scale || *input.unigram_baseline > 0)) {
-    baseline = options.log_scale ? std::log10(*input.unigram_baseline) : *input.unigram_baseline;
-  }
-
-  double x_low = std::numeric_limits<double>::infinity(), x_high = -x_low;
-  double y_low = x_low, y_high = -x_low;
-  for (const auto* series : {&train, &smoothed, &val}) {
-    for (const PlotPoint& point : *series) {
-      x_low = std::min(x_low, point.step);
-      x_high = std::max(x_high, point.step);
-      y_low = std::min(y_low, point.value);
-      y_high = std::max(y_high, point.value);
-    }
-  }
-  const bool have_data = std::isfinite(x_low);
-  if (have_data && baseline) {
-    y_low = std::min(y_low, *baseline);
-    y_high = std::max(y_high, *baseline);
-  }
-  widen(x_low, x_high, have_data, /*zero_floor=*/true);
-  widen(y_low, y_high, have_data, /*zero_floor=*/!options.log_scale);
-  // 5% headroom above and below the curves.
-  const double y_pad = (y_high - y_low) * 0.05;
-  y_low -= y_pad;
-  y_high += y_pad;
-
-  const double width = std::max(options.width, 200), height = std::max(options.height, 150);
-  const double left = 72, right = width - 24, top = 48, bottom = height - 52;
-  const Axis x_axis{x_low, x_high, left, right};
-  const Axis y_axis{y_low, y_high, bottom, top};
-
-  std::string svg;
-  svg += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coord(width) + "\" height=\"" + coord(height) +
-         "\" viewBox=\"0 0 " + coord(width) + " " + coord(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  svg += "<rect x=\"0\" y=\"0\" width=\"" + coord(width) + "\" height=\"" + coord(height) + "\" fill=\"#ffffff\"/>\n";
-  svg += "<defs><clipPath id=\"plot-area\"><rect x=\"" + coord(left) + "\" y=\"" + coord(top) + "\" width=\"" +
-         coord(right - left) + "\" height=\"" + coord(bottom - top) + "\"/></clipPath></defs>\n";
-  const std::string title = options.title.empty() ? "Loss" : "Loss: " + options.title;
-  svg += "<text x=\"" + coord(width / 2) + "\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">" +
-         xml_escape(title) + "</text>\n";
-
-  // Grid and ticks.
-  svg += "<g id=\"x-ticks\" stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
-  std::string x_labels, y_labels;
-  const std::vector<double> x_ticks = linear_ticks(x_low, x_high, 8);
-  const double x_spacing = x_ticks.size() >= 2 ? x_ticks[1] - x_ticks[0] : 1;
-  for (const double tick : x_ticks) {
-    const std::string x = coord(x_axis.to_pixel(tick));
-    svg += "<line x1=\"" + x + "\" y1=\"" + coord(top) + "\" x2=\"" + x + "\" y2=\"" + coord(bottom) + "\"/>\n";
-    x_labels += "<text x=\"" + x + "\" y=\"" + coord(bottom + 18) + "\" text-anchor=\"middle\">" +
-                tick_label(tick, x_spacing) + "</text>\n";
-  }
-  svg += "</g>\n<g id=\"y-ticks\" stroke=\"#e3e3e3\" stroke-width=\"1\">\n";
-  const std::vector<double> y_ticks = options.log_scale ? log_ticks(y_low, y_high) : linear_ticks(y_low, y_high, 6);
-  const double y_spacing = y_ticks.size() >= 2 ? y_ticks[1] - y_ticks[0] : 1;
-  for (const double tick : y_ticks) {
-    const std::string y = coord(y_axis.to_pixel(tick));
-    svg += "<line x1=\"" + coord(left) + "\" y1=\"" + y + "\" x2=\"" + coord(right) + "\" y2=\"" + y + "\"/>\n";
-    y_labels += "<text x=\"" + coord(left - 8) + "\" y=\"" + y + "\" dy=\"4\" text-anchor=\"end\">" +
-                (options.log_scale ? log_tick_label(tick) : tick_label(tick, y_spacing)) + "</text>\n";
-  }
-  svg += "</g>\n<g id=\"tick-labels\" fill=\"#333333\">\n" + x_labels + y_labels + "</g>\n";
-
-  // Axes and their names.
-  svg += "<rect x=\"" + coord(left) + "\" y=\"" + coord(top) + "\" width=\"" + coord(right - left) + "\" height=\"" +
-         coord(bottom - top) + "\" fill=\"none\" stroke=\"#555555\" stroke-width=\"1\"/>\n";
-  svg += "<text x=\"" + coord((left + right) / 2) + "\" y=\"" + coord(height - 12) +
-         "\" text-anchor=\"middle\" fill=\"#333333\">step</text>\n";
-  svg += "<text x=\"18\" y=\"" + coord((top + bottom) / 2) + "\" text-anchor=\"middle\" fill=\"#333333\" transform=\"rotate(-90 18 " +
-         coord((top + bottom) / 2) + ")\">" + (options.log_scale ? "loss (log scale)" : "loss") + "</text>\n";
-
-  auto points_text = [&](const std::vector<PlotPoint>& points) {
-    std::string text;
-    for (const PlotPoint& point : points) {
-      if (!text.empty()) text.push_back(' ');
-      text += coord(x_axis.to_pixel(point.step)) + "," + coord(y_axis.to_pixel(point.value));
-    }
-    return text;
-  };
-  auto markers = [&](const std::vector<PlotPoint>& points, const char* color, double radius) {
-    std::string text;
-    for (const PlotPoint& point : points) {
-      text += "<circle cx=\"" + coord(x_axis.to_pixel(point.step)) + "\" cy=\"" + coord(y_axis.to_pixel(point.value)) +
-              "\" r=\"" + coord(radius) + "\" fill=\"" + color + "\"/>\n";
-    }
-    return text;
-  };
-
-  svg += "<g clip-path=\"url(#plot-area)\" fill=\"none\" stroke-linejoin=\"round\" stroke-linecap=\"round\">\n";
-  const char* kTrainColor = "#1f77b4";
-  const char* kValColor = "#d62728";
-  if (!train.empty()) {
-    svg += "<polyline id=\"train-loss\" stroke=\"" + std::string(kTrainColor) +
-           "\" stroke-opacity=\"0.3\" stroke-width=\"1\" points=\"" + points_text(train) + "\"/>\n";
-    if (train.size() == 1) svg += markers(train, "#9ebfdc", 2.5);
-  }
-  if (!smoothed.empty()) {
-    svg += "<polyline id=\"smoothed-loss\" stroke=\"" + std::string(kTrainColor) + "\" stroke-width=\"2\" points=\"" +
-           points_text(smoothed) + "\"/>\n";
-    if (smoothed.size() == 1) svg += markers(smoothed, kTrainColor, 3);
-  }
-  if (!val.empty()) {
-    svg += "<polyline id=\"val-loss\" stroke=\"" + std::string(kValColor) + "\" stroke-width=\"1.5\" points=\"" +
-           points_text(val) + "\"/>\n";
-    svg += "<g id=\"val-points\">\n" + markers(val, kValColor, 3.5) + "</g>\n";
-  }
-  const char* kBaselineColor = "#7f7f7f";
-  if (have_data && baseline) {
-    const std::string y = coord(y_axis.to_pixel(*baseline));
-    svg += "<line id=\"unigram-baseline\" x1=\"" + coord(left) + "\" y1=\"" + y + "\" x2=\"" + coord(right) + "\" y2=\"" +
-           y + "\" stroke=\"" + kBaselineColor + "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"/>\n";
-  }
-  svg += "</g>\n";
-
-  if (!have_data) {
-    svg += "<text x=\"" + coord((left + right) / 2) + "\" y=\"" + coord((top + bottom) / 2) +
-           "\" text-anchor=\"middle\" font-size=\"14\" fill=\"#888888\">no finite loss values logged yet</text>\n";
-  }
-
-  // Legend, top right inside the plot.
-  const double legend_width = 150, row = 18, legend_x = right - legend_width - 10, legend_y = top + 10;
-  svg += "<g id=\"legend\">\n<rect x=\"" + coord(legend_x) + "\" y=\"" + coord(legend_y) + "\" width=\"" +
-         coord(legend_width) + "\" height=\"" + coord(row * (baseline ? 4 : 3) + 10) +
-         "\" fill=\"#ffffff\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n";
-  struct Entry {
-    const char* label;
-    const char* color;
-    const char* extra;
-  };
-  const Entry entries[] = {{"training loss", kTrainColor, "stroke-opacity=\"0.3\" stroke-width=\"1\""},
-                           {"smoothed loss", kTrainColor, "stroke-width=\"2\""},
-                           {"validation loss", kValColor, "stroke-width=\"1.5\""},
-                           {"unigram baseline", kBaselineColor, "stroke-width=\"1.5\" stroke-dasharray=\"6 4\""}};
-  for (size_t i = 0; i < (baseline ? 4u : 3u); ++i) {
-    const double y = legend_y + 5 + row * (double(i) + 0.5);
-    svg += "<line x1=\"" + coord(legend_x + 8) + "\" y1=\"" + coord(y) + "\" x2=\"" + coord(legend_x + 36) + "\" y2=\"" +
-           coord(y) + "\" stroke=\"" + entries[i].color + "\" " + entries[i].extra + "/>\n";
-    if (i == 2) {
-      svg += "<circle cx=\"" + coord(legend_x + 22) + "\" cy=\"" + coord(y) + "\" r=\"3.5\" fill=\"" + kValColor + "\"/>\n";
-    }
-    svg += "<text x=\"" + coord(legend_x + 44) + "\" y=\"" + coord(y) + "\" dy=\"4\" fill=\"#333333\">" + entries[i].label +
-           "</text>\n";
-  }
-  svg += "</g>\n</svg>\n";
-  return svg;
+  const PlotData data = prepare_data(input, options.log_scale);
+  const Frame frame = layout(data, options);
+  return svg_head(frame, options.title) + svg_axes(frame, options.log_scale) + svg_curves(data, frame) +
+         svg_legend(frame, data.baseline.has_value()) + "</svg>\n";
 }
 
 Expected<std::string> plot_run(const std::string& run_dir, std::string output_path, bool log_scale) {

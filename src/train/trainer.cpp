@@ -102,43 +102,25 @@ class Loop {
   Expected<TrainSummary> run(const std::atomic<bool>* stop) {
     const TrainSection& t = config_.train;
     const ScheduleOptions schedule = config_.schedule();
-    const auto started = Clock::now();
-    const double elapsed_before = state_.elapsed_seconds;
-    const uint64_t first_step = state_.step;
-    auto elapsed = [&] { return elapsed_before + std::chrono::duration<double>(Clock::now() - started).count(); };
+    started_ = Clock::now();
+    elapsed_before_ = state_.elapsed_seconds;
+    first_step_ = state_.step;
     const uint64_t last_step = std::min<uint64_t>(t.max_steps, run_.until_step.value_or(t.max_steps));
     TrainSummary summary;
     summary.best_val_loss = state_.best_val_loss;
     double smoothed = std::numeric_limits<double>::quiet_NaN();
-    auto window_clock = Clock::now();
-    uint64_t window_tokens = 0;
-    bool saved_current = first_step > 0;
+    window_clock_ = Clock::now();
+    window_tokens_ = 0;
+    bool saved_current = first_step_ > 0;
 
     while (state_.step < last_step) {
       if (stop && stop->load()) {
         summary.interrupted = true;
         break;
       }
-      std::fill(grads_.begin(), grads_.end(), 0.0f);
-      const uint32_t micro_rows = t.micro_batch * t.seq_len;
-      for (uint32_t m = 0; m < t.grad_accum; ++m) fill_micro_batch(inputs_.data() + size_t(m) * micro_rows,
-                                                                    targets_.data() + size_t(m) * micro_rows);
-      uint64_t counted = 0;
-      for (int32_t target : targets_) counted += target != kIgnoreTarget;
-      double loss_sum = 0;
-      for (uint32_t m = 0; m < t.grad_accum && counted > 0; ++m) {
-        TokenBatch batch;
-        batch.inputs = std::span<const int32_t>(inputs_).subspan(size_t(m) * micro_rows, micro_rows);
-        batch.targets = std::span<const int32_t>(targets_).subspan(size_t(m) * micro_rows, micro_rows);
-        batch.batch = t.micro_batch;
-        batch.seq_len = t.seq_len;
-        KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->forward_backward(params_, batch, 1.0f / float(counted), grads_));
-        loss_sum += sums.loss_sum;
-      }
-      const uint64_t step_tokens = uint64_t(t.grad_accum) * micro_rows;
-      state_.tokens_seen += step_tokens;
-      window_tokens += step_tokens;
-      const double loss = counted ? loss_sum / double(counted) : 0.0;
+      KIPP_ASSIGN_OR_RETURN(const StepLoss step_loss, accumulate_gradients());
+      const uint64_t counted = step_loss.counted;
+      const double loss = counted ? step_loss.loss_sum / double(counted) : 0.0;
       const double norm = counted ? clip_gradient_norm(grads_, t.grad_clip) : 0.0;
       // A step with nothing to learn (every target masked) or a non-finite loss or gradient is
       // skipped with the optimizer untouched (no decay, no momentum, no step count).
@@ -147,16 +129,7 @@ class Loop {
                                 : !std::isfinite(norm)   ? "non-finite gradient"
                                                          : nullptr;
       if (skip_reason) {
-        ++state_.skipped_steps;
-        const uint64_t consecutive_bad = ++state_.consecutive_bad_steps;
-        tell(events_, "step " + std::to_string(state_.step + 1) + ": " + skip_reason + ", skipped (" +
-                          std::to_string(state_.skipped_steps) + " skipped so far)");
-        if (consecutive_bad >= t.max_bad_steps) {
-          return make_error(std::to_string(consecutive_bad) + " consecutive steps were skipped (the last: " +
-                            skip_reason + "); stopping" +
-                            (counted ? " (lower train.lr or set train.grad_clip)" : " (check the data's loss masks)") +
-                            ". The last good checkpoint is " + last_good_checkpoint());
-        }
+        KIPP_RETURN_IF_ERROR(skip_step(skip_reason, counted > 0));
         continue;
       }
       state_.consecutive_bad_steps = 0;
@@ -171,27 +144,7 @@ class Loop {
       // evaluates at exactly the steps an uninterrupted one does.
       const bool end_of_schedule = state_.step == t.max_steps;
       const bool last = state_.step == last_step;
-      if (state_.step % config_.log.every == 0 || last) {
-        const double window_seconds = std::chrono::duration<double>(Clock::now() - window_clock).count();
-        StepReport report;
-        report.step = state_.step;
-        report.max_steps = t.max_steps;
-        report.epoch = state_.epoch;
-        report.loss = loss;
-        report.smoothed_loss = smoothed;
-        report.lr = lr;
-        report.grad_norm = norm;
-        report.tokens_per_second = window_seconds > 0 ? double(window_tokens) / window_seconds : 0;
-        report.tokens_seen = state_.tokens_seen;
-        report.elapsed_seconds = elapsed();
-        const double per_step = (report.elapsed_seconds - elapsed_before) / double(state_.step - first_step);
-        report.eta_seconds = per_step * double(t.max_steps - state_.step);
-        report.skipped_steps = state_.skipped_steps;
-        KIPP_RETURN_IF_ERROR(log_.record_step(report));
-        if (events_.on_step) events_.on_step(report);
-        window_clock = Clock::now();
-        window_tokens = 0;
-      }
+      if (state_.step % config_.log.every == 0 || last) KIPP_RETURN_IF_ERROR(report_step(loss, smoothed, lr, norm));
       bool is_best = false;
       if (config_.eval.every && dataset_.validation_count() &&
           (state_.step % config_.eval.every == 0 || end_of_schedule)) {
@@ -204,7 +157,7 @@ class Loop {
         saved_current = true;
       }
     }
-    if (!saved_current && state_.step > first_step) {
+    if (!saved_current && state_.step > first_step_) {
       state_.elapsed_seconds = elapsed();
       KIPP_RETURN_IF_ERROR(save(false));
     }
@@ -220,6 +173,81 @@ class Loop {
   }
 
  private:
+  // What one optimizer step's micro-batches gave: the targets that carry loss, and their loss.
+  struct StepLoss {
+    uint64_t counted = 0;
+    double loss_sum = 0;
+  };
+
+  double elapsed() const {
+    return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count();
+  }
+
+  // The next grad_accum micro-batches forward and backward: their mean-loss gradient in grads_.
+  Expected<StepLoss> accumulate_gradients() {
+    const TrainSection& t = config_.train;
+    std::fill(grads_.begin(), grads_.end(), 0.0f);
+    const uint32_t micro_rows = t.micro_batch * t.seq_len;
+    for (uint32_t m = 0; m < t.grad_accum; ++m) fill_micro_batch(inputs_.data() + size_t(m) * micro_rows,
+                                                                  targets_.data() + size_t(m) * micro_rows);
+    StepLoss out;
+    for (int32_t target : targets_) out.counted += target != kIgnoreTarget;
+    for (uint32_t m = 0; m < t.grad_accum && out.counted > 0; ++m) {
+      TokenBatch batch;
+      batch.inputs = std::span<const int32_t>(inputs_).subspan(size_t(m) * micro_rows, micro_rows);
+      batch.targets = std::span<const int32_t>(targets_).subspan(size_t(m) * micro_rows, micro_rows);
+      batch.batch = t.micro_batch;
+      batch.seq_len = t.seq_len;
+      KIPP_ASSIGN_OR_RETURN(LossSums sums,
+                            model_->forward_backward(params_, batch, 1.0f / float(out.counted), grads_));
+      out.loss_sum += sums.loss_sum;
+    }
+    const uint64_t step_tokens = uint64_t(t.grad_accum) * micro_rows;
+    state_.tokens_seen += step_tokens;
+    window_tokens_ += step_tokens;
+    return out;
+  }
+
+  // A skipped step is counted; too many in a row end the run.
+  Status skip_step(const char* skip_reason, bool any_counted) {
+    ++state_.skipped_steps;
+    const uint64_t consecutive_bad = ++state_.consecutive_bad_steps;
+    tell(events_, "step " + std::to_string(state_.step + 1) + ": " + skip_reason + ", skipped (" +
+                      std::to_string(state_.skipped_steps) + " skipped so far)");
+    if (consecutive_bad >= config_.train.max_bad_steps) {
+      return make_error(std::to_string(consecutive_bad) + " consecutive steps were skipped (the last: " +
+                        skip_reason + "); stopping" +
+                        (any_counted ? " (lower train.lr or set train.grad_clip)" : " (check the data's loss masks)") +
+                        ". The last good checkpoint is " + last_good_checkpoint());
+    }
+    return {};
+  }
+
+  // The step's line in the run log and to the caller; the throughput window starts anew.
+  Status report_step(double loss, double smoothed, double lr, double norm) {
+    const uint64_t max_steps = config_.train.max_steps;
+    const double window_seconds = std::chrono::duration<double>(Clock::now() - window_clock_).count();
+    StepReport report;
+    report.step = state_.step;
+    report.max_steps = max_steps;
+    report.epoch = state_.epoch;
+    report.loss = loss;
+    report.smoothed_loss = smoothed;
+    report.lr = lr;
+    report.grad_norm = norm;
+    report.tokens_per_second = window_seconds > 0 ? double(window_tokens_) / window_seconds : 0;
+    report.tokens_seen = state_.tokens_seen;
+    report.elapsed_seconds = elapsed();
+    const double per_step = (report.elapsed_seconds - elapsed_before_) / double(state_.step - first_step_);
+    report.eta_seconds = per_step * double(max_steps - state_.step);
+    report.skipped_steps = state_.skipped_steps;
+    KIPP_RETURN_IF_ERROR(log_.record_step(report));
+    if (events_.on_step) events_.on_step(report);
+    window_clock_ = Clock::now();
+    window_tokens_ = 0;
+    return {};
+  }
+
   void fill_micro_batch(int32_t* inputs, int32_t* targets) {
     for (uint32_t row = 0; row < config_.train.micro_batch; ++row) {
       if (state_.data_cursor >= dataset_.train_count()) {
@@ -326,13 +354,17 @@ class Loop {
   std::string last_checkpoint_;
   double unigram_baseline_;
   RunLog& log_;
+  // The current run() call: its start, the time and step resumed at, the throughput window.
+  Clock::time_point started_;
+  double elapsed_before_ = 0;
+  uint64_t first_step_ = 0;
+  Clock::time_point window_clock_;
+  uint64_t window_tokens_ = 0;
 };
 
-}  // namespace
-
-Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop) {
+// A new run needs an empty run.dir, a resumed one a complete checkpoint behind 'latest'.
+Status check_run_dir(const TrainRun& run, const std::string& latest) {
   const TrainConfig& config = run.config;
-  const std::string latest = config.run_dir + "/latest";
   const bool has_run = fs::exists(fs::symlink_status(latest));
   if (run.resume && !has_run) return make_error(config.run_dir + ": no checkpoint to resume (no 'latest')");
   std::error_code link_error;
@@ -345,6 +377,59 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
                       config.run_dir + " or choose another run.dir");
   }
   if (run.resume && run.init_path) return make_error("--init starts a new run; it cannot be combined with --resume");
+  return {};
+}
+
+// The config with model.vocab_size taken from the tokenizer when unset.
+Expected<TrainConfig> resolve_vocab_size(const TrainConfig& config, const data::TrainingTokenizer& tokenizer) {
+  TrainConfig resolved = config;
+  if (resolved.model.vocab_size == 0) resolved.model.vocab_size = tokenizer.vocab_size;
+  if (resolved.model.vocab_size < tokenizer.vocab_size) {
+    return make_error("model.vocab_size " + std::to_string(resolved.model.vocab_size) + " is smaller than the tokenizer's " +
+                      std::to_string(tokenizer.vocab_size) + " ids");
+  }
+  return resolved;
+}
+
+void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t seq_len,
+               const ParameterLayout& layout, int threads) {
+  const data::CacheStats& stats = dataset.train_cache().stats();
+  tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
+                   " malformed, " + std::to_string(stats.all_masked) + " without assistant tokens, skipped), " +
+                   std::to_string(stats.tokens) + " tokens (" + std::to_string(stats.counted) + " carry loss), " +
+                   std::to_string(dataset.train_count()) + " training and " + std::to_string(dataset.validation_count()) +
+                   " validation windows of " + std::to_string(seq_len) + "; model: " +
+                   std::to_string(layout.total()) + " parameters; " + std::to_string(threads) + " threads");
+}
+
+// The validation loss of a model that knows token frequencies only (NaN without validation data).
+double report_unigram_baseline(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t vocab_size) {
+  const double baseline = dataset.validation_count() ? dataset.unigram_baseline(vocab_size)
+                                                     : std::numeric_limits<double>::quiet_NaN();
+  if (std::isfinite(baseline)) {
+    char line[120];
+    std::snprintf(line, sizeof line, "unigram baseline: validation loss %.3f (perplexity %.1f) without context",
+                  baseline, std::exp(baseline));
+    tell(events, line);
+  }
+  return baseline;
+}
+
+// run.dir with the run's config written into it; a resumed run's partial checkpoints removed.
+// A resumed run's config includes this resume's --set overrides, so a later resume keeps them.
+Status prepare_run_dir(const TrainRun& run) {
+  const TrainConfig& config = run.config;
+  KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
+  if (run.resume) KIPP_RETURN_IF_ERROR(remove_partial_checkpoints(config.run_dir));
+  return {};
+}
+
+}  // namespace
+
+Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop) {
+  const TrainConfig& config = run.config;
+  const std::string latest = config.run_dir + "/latest";
+  KIPP_RETURN_IF_ERROR(check_run_dir(run, latest));
 
   const int threads = config.train.threads ? int(config.train.threads) : omp_get_num_procs();
   omp_set_num_threads(threads);
@@ -353,12 +438,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   // A resumed run keeps the tokenizer its checkpoints carry, wherever the original file went.
   const std::string tokenizer_path = run.resume ? latest + "/tokenizer.json" : config.tokenizer;
   KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, data::load_training_tokenizer(tokenizer_path));
-  TrainConfig resolved = config;
-  if (resolved.model.vocab_size == 0) resolved.model.vocab_size = tokenizer.vocab_size;
-  if (resolved.model.vocab_size < tokenizer.vocab_size) {
-    return make_error("model.vocab_size " + std::to_string(resolved.model.vocab_size) + " is smaller than the tokenizer's " +
-                      std::to_string(tokenizer.vocab_size) + " ids");
-  }
+  KIPP_ASSIGN_OR_RETURN(const TrainConfig resolved, resolve_vocab_size(config, tokenizer));
   const ModelConfig model_config = resolved.model_config(tokenizer.bos_id, tokenizer.eos_id);
   KIPP_RETURN_IF_ERROR(model_config.validate());
   const ParameterLayout layout(model_config);
@@ -368,21 +448,8 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   cache_events.on_progress = events.on_data_progress;
   cache_events.should_stop = [stop] { return stop && stop->load(); };
   KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, load_training_data(resolved, tokenizer, cache_events));
-  const data::CacheStats& stats = dataset.train_cache().stats();
-  tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
-                   " malformed, " + std::to_string(stats.all_masked) + " without assistant tokens, skipped), " +
-                   std::to_string(stats.tokens) + " tokens (" + std::to_string(stats.counted) + " carry loss), " +
-                   std::to_string(dataset.train_count()) + " training and " + std::to_string(dataset.validation_count()) +
-                   " validation windows of " + std::to_string(resolved.train.seq_len) + "; model: " +
-                   std::to_string(layout.total()) + " parameters; " + std::to_string(threads) + " threads");
-  const double unigram_baseline = dataset.validation_count() ? dataset.unigram_baseline(tokenizer.vocab_size)
-                                                             : std::numeric_limits<double>::quiet_NaN();
-  if (std::isfinite(unigram_baseline)) {
-    char line[120];
-    std::snprintf(line, sizeof line, "unigram baseline: validation loss %.3f (perplexity %.1f) without context",
-                  unigram_baseline, std::exp(unigram_baseline));
-    tell(events, line);
-  }
+  tell_data(events, dataset, resolved.train.seq_len, layout, threads);
+  const double baseline = report_unigram_baseline(events, dataset, tokenizer.vocab_size);
 
   TrainingModelOptions model_options;
   model_options.max_batch = resolved.train.micro_batch;
@@ -398,14 +465,8 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
                                                                           "kipp train is using " + config.run_dir));
   TrainRun effective = run;
   effective.config = resolved;
+  KIPP_RETURN_IF_ERROR(prepare_run_dir(run));
   std::optional<uint64_t> resume_step;
-  if (run.resume) {
-    // The run's config now includes this resume's --set overrides, so a later resume keeps them.
-    KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
-    KIPP_RETURN_IF_ERROR(remove_partial_checkpoints(config.run_dir));
-  } else {
-    KIPP_RETURN_IF_ERROR(write_text_file_atomic(config.run_dir + "/config.yaml", to_yaml(config)));
-  }
   const std::string resume_dir = run.resume ? fs::canonical(latest).string() : std::string();
   if (run.resume) {
     KIPP_ASSIGN_OR_RETURN(TrainerState saved, load_trainer_state(resume_dir));
@@ -415,11 +476,10 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   log_options.resume_step = resume_step;
   KIPP_ASSIGN_OR_RETURN(RunLog log, RunLog::open(config.run_dir, log_options));
   // The line the validation loss must get below, beside it in TensorBoard and the plot's data.
-  if (!run.resume && std::isfinite(unigram_baseline)) {
-    KIPP_RETURN_IF_ERROR(log.record_scalar(0, "val/unigram_baseline", unigram_baseline));
+  if (!run.resume && std::isfinite(baseline)) {
+    KIPP_RETURN_IF_ERROR(log.record_scalar(0, "val/unigram_baseline", baseline));
   }
-  Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), unigram_baseline,
-            log);
+  Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), baseline, log);
   if (run.resume) {
     KIPP_RETURN_IF_ERROR(loop.resume_from(resume_dir));
   } else {
