@@ -19,7 +19,7 @@
 // Assistant tool_calls are not supported (parse_chat_messages rejects them).
 #include <nlohmann/json.hpp>
 
-#include "runtime/chat_render.h"
+#include "chat/chat_render.h"
 
 namespace kipp::chat_detail {
 namespace {

@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "chat/chat_template.h"
 #include "core/status.h"
-#include "runtime/chat_template.h"
 
 namespace kipp::chat_detail {
 

@@ -1,12 +1,12 @@
 // Chat formats: names, which one a model uses, the OpenAI-style messages parser, and the
 // dispatch to the renderers (chat_qwen3.cpp, chat_formats.cpp).
-#include "runtime/chat_template.h"
+#include "chat/chat_template.h"
 
 #include <array>
 #include <nlohmann/json.hpp>
 
+#include "chat/chat_render.h"
 #include "model/gguf_schema.h"
-#include "runtime/chat_render.h"
 
 namespace kipp {
 namespace {

@@ -29,7 +29,7 @@
 //
 // Nothing is allocated per call except the returned SampledToken's `top` list: the working
 // values and candidate ids live in member scratch sized once at creation.
-#include "runtime/sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cassert>

@@ -1,4 +1,4 @@
-#include "convert/hf_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 
 #include <map>
 #include <nlohmann/json.hpp>

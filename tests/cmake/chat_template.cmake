@@ -1,6 +1,6 @@
 # chat_template tests (see tests/CMakeLists.txt).
 #
-# The renderer itself is tested in the unit binary (tests/unit/chat_template_test.cpp: the
+# The renderer itself is tested in the unit binary (tests/unit/chat/chat_template_test.cpp: the
 # Qwen3 goldens rendered from the real template, the trained-model formats' hand-written
 # goldens, the messages parser). Here: the goldens are reproducible from the pinned npm packages,
 # `kipp render` prints exactly the golden bytes on the tiny GGUF (which embeds the real Qwen3

@@ -1,5 +1,5 @@
 # `kipp tokenizer train` / `kipp tokenizer encode`. The library is covered by the unit tests
-# (tests/unit/bpe_trainer_test.cpp: hand-computed merges, a naive trainer as oracle, counting
+# (tests/unit/tokenizer/bpe_trainer_test.cpp: hand-computed merges, a naive trainer as oracle, counting
 # independent of threads and blocks, the written tokenizer.json through the project's loader).
 # Here: the command end to end, its errors, and the independent implementations.
 set(KIPP_TOKTRAIN_WORK ${CMAKE_BINARY_DIR}/tokenizer_train)

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/chat_template.h"
-#include "unit/tokenizer_fixtures.h"
+#include "chat/chat_template.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 #ifndef KIPP_SOURCE_DIR
 #error "KIPP_SOURCE_DIR must be defined (tests/CMakeLists.txt) to find tests/golden"

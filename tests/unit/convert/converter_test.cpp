@@ -8,10 +8,10 @@
 #include "convert/converter.h"
 #include "core/files.h"
 #include "format/safetensors.h"
-#include "gguf_blueprint.h"
-#include "mini_checkpoint.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/mini_checkpoint.h"
 
 namespace kipp {
 namespace {

@@ -5,8 +5,8 @@
 #include <optional>
 
 #include "core/files.h"
-#include "unit/gguf_blueprint.h"
-#include "unit/test_assertions.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp {
 namespace {

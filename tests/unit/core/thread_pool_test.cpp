@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "gguf_blueprint.h"
 #include "runtime/engine.h"
+#include "unit/helpers/gguf_blueprint.h"
 
 namespace kipp {
 namespace {

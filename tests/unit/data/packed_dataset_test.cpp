@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "convert/hf_tokenizer.h"
 #include "data/packed_dataset.h"
 #include "data/record_tokens.h"
 #include "data/token_cache.h"
 #include "data/training_tokenizer.h"
-#include "unit/gguf_blueprint.h"
-#include "unit/mini_checkpoint.h"
-#include "unit/test_assertions.h"
+#include "tokenizer/hf_tokenizer.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/mini_checkpoint.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp::data {
 namespace {

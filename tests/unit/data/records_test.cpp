@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "data/records.h"
-#include "unit/gguf_blueprint.h"
-#include "unit/test_assertions.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp::data {
 namespace {

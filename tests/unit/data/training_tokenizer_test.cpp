@@ -11,9 +11,9 @@
 
 #include "core/files.h"
 #include "data/training_tokenizer.h"
-#include "unit/gguf_blueprint.h"
-#include "unit/mini_checkpoint.h"
-#include "unit/test_assertions.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/mini_checkpoint.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp::data {
 namespace {

@@ -45,7 +45,7 @@ std::string fixture_path(const std::string& name) {
 // Skips without KIPP_PARQUET_FIXTURES; fails when it is set and the file is missing.
 #define REQUIRE_FIXTURE(var, name)                                                                    \
   const std::string var = fixture_path(name);                                                         \
-  if (var.empty()) GTEST_SKIP() << "KIPP_PARQUET_FIXTURES is not set (ctest sets it; see tests/parquet.cmake)"; \
+  if (var.empty()) GTEST_SKIP() << "KIPP_PARQUET_FIXTURES is not set (ctest sets it; see tests/cmake/parquet.cmake)"; \
   ASSERT_TRUE(fs::is_regular_file(var)) << var << " is missing (KIPP_PARQUET_FIXTURES is set)"
 
 std::vector<json> read_jsonl(const std::string& path) {

@@ -11,8 +11,8 @@
 #include <random>
 #include <vector>
 
-#include "float_formats.h"
 #include "format/quant.h"
+#include "unit/helpers/float_formats.h"
 
 namespace {
 

@@ -15,10 +15,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "unit/test_assertions.h"
 #include "core/files.h"
 #include "core/half.h"
 #include "format/safetensors.h"
+#include "unit/helpers/test_assertions.h"
 
 #ifndef KIPP_SOURCE_DIR
 #error "KIPP_SOURCE_DIR must be defined (tests/CMakeLists.txt) to find tools/test_safetensors_interop.py"

@@ -1,4 +1,4 @@
-#include "gguf_blueprint.h"
+#include "unit/helpers/gguf_blueprint.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "format/quant.h"
 #include "model/content_hash.h"
 #include "model/tokenizer_metadata.h"
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace kipp::testing {
 

@@ -1,4 +1,4 @@
-#include "matmul_fixtures.h"
+#include "unit/helpers/matmul_fixtures.h"
 
 #include <cmath>
 #include <cstring>

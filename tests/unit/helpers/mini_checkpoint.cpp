@@ -1,4 +1,4 @@
-#include "mini_checkpoint.h"
+#include "unit/helpers/mini_checkpoint.h"
 
 #include <cstring>
 #include <filesystem>
@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "convert/hf_tokenizer.h"
 #include "core/files.h"
 #include "core/half.h"
 #include "format/safetensors.h"
 #include "model/gguf_schema.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace kipp::testing {
 namespace {

@@ -1,12 +1,12 @@
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 
-#include "convert/hf_tokenizer.h"
 #include "core/files.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace kipp::testing {
 

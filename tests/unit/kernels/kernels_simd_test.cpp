@@ -13,7 +13,7 @@
 
 #include "core/half.h"
 #include "kernels/cpu/kernels.h"
-#include "matmul_fixtures.h"
+#include "unit/helpers/matmul_fixtures.h"
 
 namespace {
 

@@ -21,11 +21,11 @@
 #include <vector>
 
 #include "core/half.h"
-#include "float_formats.h"
-#include "matmul_fixtures.h"
 #include "format/quant.h"
 #include "kernels/ref/ops.h"
 #include "kernels/weights.h"
+#include "unit/helpers/float_formats.h"
+#include "unit/helpers/matmul_fixtures.h"
 
 namespace {
 

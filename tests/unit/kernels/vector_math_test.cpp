@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/vector_math.h"
-#include "random_values.h"
+#include "unit/helpers/random_values.h"
 
 namespace kipp::kernels {
 namespace {

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "gguf_blueprint.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "unit/helpers/gguf_blueprint.h"
 
 namespace kipp {
 namespace {

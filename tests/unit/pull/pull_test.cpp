@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "core/files.h"
-#include "mini_checkpoint.h"
 #include "model/model.h"
 #include "model/registry.h"
 #include "pull/progress.h"
 #include "pull/pull.h"
+#include "unit/helpers/mini_checkpoint.h"
 
 #ifndef KIPP_SOURCE_DIR
 #error "KIPP_SOURCE_DIR must be defined (tests/CMakeLists.txt) to find tools/hub_test_server.py"

@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "gguf_blueprint.h"
 #include "kipp.h"
 #include "runtime/engine.h"
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace kipp {
 namespace {

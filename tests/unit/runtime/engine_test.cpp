@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "gguf_blueprint.h"
-#include "tokenizer_fixtures.h"
 #include "runtime/engine.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace kipp {
 namespace {

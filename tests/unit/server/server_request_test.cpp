@@ -7,7 +7,7 @@
 
 #include "server/openai_request.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace kipp::server {
 namespace {

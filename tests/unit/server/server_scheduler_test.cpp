@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "gguf_blueprint.h"
 #include "runtime/generator.h"
 #include "server/scheduler.h"
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace kipp::server {
 namespace {

@@ -19,8 +19,8 @@
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer_pattern.h"
 #include "tokenizer/tokenizer_json_writer.h"
-#include "unit/gguf_blueprint.h"
-#include "unit/test_assertions.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp {
 namespace {

@@ -8,13 +8,13 @@
 #include <thread>
 #include <utf8proc.h>
 
-#include "convert/hf_tokenizer.h"
 #include "tokenizer/byte_level.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace kipp {
 namespace {

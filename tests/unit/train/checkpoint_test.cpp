@@ -10,15 +10,15 @@
 #include <limits>
 #include <random>
 
-#include "unit/test_assertions.h"
 #include "convert/converter.h"
 #include "core/files.h"
 #include "format/safetensors.h"
-#include "gguf_blueprint.h"
-#include "mini_checkpoint.h"
 #include "model/model.h"
-#include "random_values.h"
 #include "train/checkpoint.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/mini_checkpoint.h"
+#include "unit/helpers/random_values.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp::train {
 using kipp::test_support::has_substr;

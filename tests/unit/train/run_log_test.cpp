@@ -20,7 +20,7 @@
 #include "train/loss_plot.h"
 #include "train/run_log.h"
 #include "train/tfevents.h"
-#include "unit/test_assertions.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp::train {
 namespace {
@@ -318,7 +318,7 @@ TEST(RunLog, WithoutTensorBoard) {
   EXPECT_FALSE(fs::exists(dir.path() + "/tensorboard"));
 }
 
-// A known run with a resume, for tests/run_log.cmake: with KIPP_RUN_LOG_EXPORT_DIR set, the
+// A known run with a resume, for tests/cmake/run_log.cmake: with KIPP_RUN_LOG_EXPORT_DIR set, the
 // log stays in that folder and tools/tfevents_reader.py checks its CRCs and that the event
 // files agree with metrics.jsonl; without it, it runs in a temp folder like any unit test.
 TEST(RunLogExport, KnownRunWithResume) {

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <set>
 
-#include "unit/test_assertions.h"
 #include "core/files.h"
-#include "gguf_blueprint.h"
 #include "train/train_config.h"
+#include "unit/helpers/gguf_blueprint.h"
+#include "unit/helpers/test_assertions.h"
 
 namespace kipp::train {
 using kipp::test_support::has_substr;
