@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "convert/hf_tokenizer.h"
 #include "core/files.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

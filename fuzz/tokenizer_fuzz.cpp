@@ -18,7 +18,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
-#include "tokenizer_fixtures.h"
+#include "unit/helpers/tokenizer_fixtures.h"
 
 namespace {
 

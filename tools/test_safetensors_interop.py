@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent safetensors oracle for Kipp's reader and writer (used by tests/unit/safetensors_test.cpp).
+"""Independent safetensors oracle for Kipp's reader and writer (used by tests/unit/format/safetensors_test.cpp).
 
     test_safetensors_interop.py write FILE   writes the fixture with a hand-written encoder
                                              (struct + json, per the format's README)

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "core/status.h"
-#include "runtime/chat_template.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 

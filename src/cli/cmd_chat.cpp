@@ -12,13 +12,13 @@
 #include <string>
 #include <string_view>
 
+#include "chat/chat_template.h"
 #include "cli/chat_conversation.h"
 #include "cli/chat_display.h"
 #include "cli/chat_input.h"
 #include "cli/commands.h"
 #include "cli/verify_flag.h"
 #include "core/files.h"
-#include "runtime/chat_template.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 

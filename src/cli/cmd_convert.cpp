@@ -1,10 +1,10 @@
 #include <chrono>
 #include <cstdio>
 
+#include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "convert/converter.h"
 #include "core/process_stats.h"
-#include "runtime/chat_template.h"
 
 namespace kipp::cli {
 namespace {

@@ -2,11 +2,11 @@
 // model's chat format makes, printed exactly (no newline added).
 #include <cstdio>
 
+#include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/input_files.h"
 #include "cli/verify_flag.h"
 #include "model/model.h"
-#include "runtime/chat_template.h"
 
 namespace kipp::cli {
 namespace {

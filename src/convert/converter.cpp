@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "convert/hf_tokenizer.h"
 #include "core/files.h"
 #include "core/half.h"
 #include "format/gguf.h"
@@ -15,6 +14,7 @@
 #include "model/content_hash.h"
 #include "model/registry.h"
 #include "model/tokenizer_metadata.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace kipp {
 namespace {

@@ -29,7 +29,7 @@ struct ConvertOptions {
   std::optional<Variant> variant;
   std::string name;  // general.name; default: the repository or the folder name
   // Local provenance only: recorded as kipp.chat_format (the CLI checks the name against
-  // runtime/chat_template.h's formats); the variant then defaults to instruct.
+  // chat/chat_template.h's formats); the variant then defaults to instruct.
   std::optional<std::string> chat_format;
   std::function<void(const std::string&)> progress;  // one line per step, may be empty
 };

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "core/status.h"
 #include "data/records.h"
 #include "data/training_tokenizer.h"
-#include "runtime/chat_template.h"
 
 namespace kipp::data {
 

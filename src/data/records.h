@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "chat/chat_template.h"
 #include "core/status.h"
-#include "runtime/chat_template.h"
 
 namespace kipp::data {
 

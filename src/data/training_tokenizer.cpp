@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "convert/hf_tokenizer.h"
 #include "core/files.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace kipp::data {
 namespace {

@@ -56,7 +56,7 @@ inline constexpr std::string_view kKippQuantScheme = "kipp.quant.scheme";
 inline constexpr std::string_view kKippStopTokenIds = "kipp.stop_token_ids";
 inline constexpr std::string_view kKippTiedLmHead = "kipp.source.tied_lm_head";
 // Optional: the chat format a model trained here was trained on ("chatml", "llama3", ...; see
-// runtime/chat_template.h). Absent: Qwen3 instruct checkpoints use their own chat_template.
+// chat/chat_template.h). Absent: Qwen3 instruct checkpoints use their own chat_template.
 inline constexpr std::string_view kKippChatFormat = "kipp.chat_format";
 }  // namespace gguf_key
 

@@ -12,7 +12,7 @@
 
 #include "core/status.h"
 #include "runtime/engine.h"
-#include "runtime/sampler.h"
+#include "sampling/sampler.h"
 
 namespace kipp {
 

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/sampler.h"
+#include "sampling/sampler.h"
 
 namespace kipp::server {
 

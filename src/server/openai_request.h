@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include "runtime/chat_template.h"
-#include "runtime/sampler.h"
+#include "chat/chat_template.h"
+#include "sampling/sampler.h"
 #include "server/generation_request.h"
 #include "tokenizer/tokenizer.h"
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "runtime/sampler.h"
+#include "sampling/sampler.h"
 
 namespace kipp::train {
 

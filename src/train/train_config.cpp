@@ -9,8 +9,8 @@
 #include <map>
 #include <string_view>
 
+#include "chat/chat_template.h"
 #include "core/files.h"
-#include "runtime/chat_template.h"
 
 namespace kipp::train {
 namespace {

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "convert/hf_tokenizer.h"
 #include "model/model.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

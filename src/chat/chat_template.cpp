@@ -1,0 +1,168 @@
+// Chat formats: names, which one a model uses, the OpenAI-style messages parser, and the
+// dispatch to the renderers (chat_qwen3.cpp, chat_formats.cpp).
+#include "chat/chat_template.h"
+
+#include <array>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_render.h"
+#include "model/gguf_schema.h"
+
+namespace kipp {
+namespace {
+
+constexpr std::array<std::pair<ChatFormat, std::string_view>, 6> kFormats{{
+    {ChatFormat::Qwen3, "qwen3"},
+    {ChatFormat::ChatML, "chatml"},
+    {ChatFormat::Llama2, "llama2"},
+    {ChatFormat::Llama3, "llama3"},
+    {ChatFormat::Mistral, "mistral"},
+    {ChatFormat::Alpaca, "alpaca"},
+}};
+
+std::string all_names() {
+  std::string names;
+  for (const auto& [format, name] : kFormats) names += (names.empty() ? "" : ", ") + std::string(name);
+  return names;
+}
+
+// JSON text for an error message: a value's type, as the user wrote it.
+std::string json_type(const nlohmann::json& value) { return value.type_name(); }
+
+}  // namespace
+
+namespace chat_detail {
+Error message_error(size_t index, const std::string& what) {
+  return make_error("messages[" + std::to_string(index) + "]: " + what);
+}
+}  // namespace chat_detail
+
+std::string_view chat_format_name(ChatFormat format) {
+  for (const auto& [f, name] : kFormats) {
+    if (f == format) return name;
+  }
+  return "unknown";
+}
+
+Expected<ChatFormat> parse_chat_format(std::string_view name) {
+  for (const auto& [format, known] : kFormats) {
+    if (known == name) return format;
+  }
+  return make_error("unknown chat format '" + std::string(name) + "' (expected one of " + all_names() + ")");
+}
+
+std::vector<std::string_view> chat_format_names() {
+  std::vector<std::string_view> names;
+  for (const auto& [format, name] : kFormats) names.push_back(name);
+  return names;
+}
+
+bool is_qwen3_chat_template(std::string_view chat_template) {
+  // The markers of the Qwen3 hybrid-thinking template: ChatML turns, the enable_thinking switch
+  // with its empty think block, and the reasoning handling keyed on last_query_index. The
+  // Qwen3-*-2507 templates (instruct-only, thinking-only) lack enable_thinking and differ.
+  for (std::string_view marker : {"<|im_start|>", "enable_thinking", "<think>\\n\\n</think>\\n\\n",
+                                  "reasoning_content", "last_query_index", "<tool_response>"}) {
+    if (chat_template.find(marker) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
+Expected<ChatFormat> chat_format_of(const Model& model) {
+  if (const GgufValue* recorded = model.gguf().find(gguf_key::kKippChatFormat)) {
+    const std::string* name = recorded->as_string();
+    if (name == nullptr) return make_error(std::string(gguf_key::kKippChatFormat) + " is not a string");
+    return with_context(parse_chat_format(*name), std::string(gguf_key::kKippChatFormat));
+  }
+  const auto& chat_template = model.tokenizer().chat_template;
+  if (model.provenance().variant == Variant::Base || !chat_template || chat_template->empty()) {
+    return make_error("base checkpoints have no chat format; use generate");
+  }
+  if (!is_qwen3_chat_template(*chat_template)) {
+    return make_error("the model's tokenizer.chat_template is not the Qwen3 template the native renderer reproduces "
+                      "(a " + std::string(variant_name(model.provenance().variant)) +
+                      " checkpoint); record a format with `kipp convert --chat-format NAME` (" + all_names() + ")");
+  }
+  return ChatFormat::Qwen3;
+}
+
+Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage> messages,
+                                  const ChatOptions& options) {
+  if (format != ChatFormat::Qwen3 && !options.tools.empty()) {
+    return make_error("tools are only supported by the qwen3 chat format, not " +
+                      std::string(chat_format_name(format)));
+  }
+  switch (format) {
+    case ChatFormat::Qwen3: return chat_detail::render_qwen3(messages, options);
+    case ChatFormat::ChatML: return chat_detail::render_chatml(messages, options);
+    case ChatFormat::Llama2: return chat_detail::render_llama2(messages, options);
+    case ChatFormat::Llama3: return chat_detail::render_llama3(messages, options);
+    case ChatFormat::Mistral: return chat_detail::render_mistral(messages, options);
+    case ChatFormat::Alpaca: return chat_detail::render_alpaca(messages, options);
+  }
+  return make_error("unknown chat format");
+}
+
+Expected<std::vector<ChatMessage>> parse_chat_messages(std::string_view json_text) {
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& error) {
+    return make_error(std::string("messages: invalid JSON: ") + error.what());
+  }
+  if (!parsed.is_array()) return make_error("messages: expected a JSON array of messages, found " + json_type(parsed));
+  std::vector<ChatMessage> messages;
+  messages.reserve(parsed.size());
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const nlohmann::json& item = parsed[i];
+    const auto fail = [i](const std::string& what) { return chat_detail::message_error(i, what); };
+    if (!item.is_object()) return fail("expected an object, found " + json_type(item));
+    ChatMessage message;
+    const auto role = item.find("role");
+    if (role == item.end()) return fail("role is missing");
+    if (!role->is_string()) return fail("role must be a string, found " + json_type(*role));
+    message.role = role->get<std::string>();
+    if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool") {
+      return fail("role '" + message.role + "' is not supported (system, user, assistant, tool)");
+    }
+    const auto content = item.find("content");
+    if (content == item.end()) return fail("content is missing (expected a string or null)");
+    if (content->is_string()) {
+      message.content = content->get<std::string>();
+    } else if (!content->is_null()) {
+      return fail("content must be a string or null, found " + json_type(*content) +
+                  (content->is_array() ? " (content parts are unsupported)" : ""));
+    }
+    if (const auto reasoning = item.find("reasoning_content"); reasoning != item.end() && !reasoning->is_null()) {
+      if (!reasoning->is_string()) return fail("reasoning_content must be a string or null, found " + json_type(*reasoning));
+      if (message.role != "assistant") return fail("reasoning_content is only allowed on assistant messages");
+      message.reasoning_content = reasoning->get<std::string>();
+    }
+    if (const auto calls = item.find("tool_calls"); calls != item.end() && !calls->is_null() &&
+                                                    !(calls->is_array() && calls->empty())) {
+      return fail("tool_calls are unsupported (assistant tool calls cannot be rendered yet)");
+    }
+    messages.push_back(std::move(message));
+  }
+  return messages;
+}
+
+Expected<std::vector<std::string>> parse_chat_tools(std::string_view json_text) {
+  nlohmann::ordered_json parsed;
+  try {
+    parsed = nlohmann::ordered_json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& error) {
+    return make_error(std::string("tools: invalid JSON: ") + error.what());
+  }
+  if (!parsed.is_array()) return make_error(std::string("tools: expected a JSON array, found ") + parsed.type_name());
+  std::vector<std::string> tools;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    if (!parsed[i].is_object()) {
+      return make_error("tools[" + std::to_string(i) + "]: expected an object, found " + parsed[i].type_name());
+    }
+    tools.push_back(parsed[i].dump());
+  }
+  return tools;
+}
+
+}  // namespace kipp
