@@ -354,9 +354,9 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   const std::string tokenizer_path = run.resume ? latest + "/tokenizer.json" : config.tokenizer;
   KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, data::load_training_tokenizer(tokenizer_path));
   TrainConfig resolved = config;
-  if (resolved.model.vocab_size == 0) resolved.model.vocab_size = tokenizer.vocab_size;
-  if (resolved.model.vocab_size < tokenizer.vocab_size) {
-    return make_error("model.vocab_size " + std::to_string(resolved.model.vocab_size) + " is smaller than the tokenizer's " +
+  if (resolved.model.dims.vocab_size == 0) resolved.model.dims.vocab_size = tokenizer.vocab_size;
+  if (resolved.model.dims.vocab_size < tokenizer.vocab_size) {
+    return make_error("model.vocab_size " + std::to_string(resolved.model.dims.vocab_size) + " is smaller than the tokenizer's " +
                       std::to_string(tokenizer.vocab_size) + " ids");
   }
   const ModelConfig model_config = resolved.model_config(tokenizer.bos_id, tokenizer.eos_id);

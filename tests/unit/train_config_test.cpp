@@ -37,7 +37,7 @@ TEST(TrainConfig, EmptyConfigGetsTheDefaultsAndResolvesHeadDim) {
   auto config = parse("");
   ASSERT_TRUE(config.ok()) << config.message();
   TrainConfig expected;
-  expected.model.head_dim = 64;  // 768 / 12
+  expected.model.dims.head_dim = 64;  // 768 / 12
   expected.tokenizer = "/data/tokenizer.json";
   expected.data.train = {"/data/a.txt"};
   expected.run_dir = fs::absolute("runs/run").lexically_normal().string();
@@ -53,16 +53,16 @@ TEST(TrainConfig, DerivedOptionsCarryTheKeys) {
                       "        seed: 9}\n");
   ASSERT_TRUE(config.ok()) << config.message();
   const ModelConfig model = config->model_config(3, 4);
-  EXPECT_EQ(model.vocab_size, 1000u);
+  EXPECT_EQ(model.dims.vocab_size, 1000u);
   EXPECT_EQ(model.hidden_size, 128u);
   EXPECT_EQ(model.num_layers, 12u);
   EXPECT_EQ(model.num_heads, 4u);
   EXPECT_EQ(model.num_kv_heads, 2u);
-  EXPECT_EQ(model.head_dim, 48u);
+  EXPECT_EQ(model.dims.head_dim, 48u);
   EXPECT_EQ(model.ffn_size, 384u);
   EXPECT_EQ(model.context_length, 512u);
   EXPECT_EQ(model.rms_norm_eps, 1.0e-5);
-  EXPECT_EQ(model.rope_theta, 500000.0);
+  EXPECT_EQ(model.dims.rope_theta, 500000.0);
   EXPECT_FALSE(model.tie_embeddings);
   EXPECT_EQ(model.bos_token_id, 3u);
   EXPECT_EQ(model.eos_token_id, 4u);
@@ -265,7 +265,7 @@ TEST(TrainConfig, ToYamlRoundTrips) {
                       {"tokenizer='/odd path: #1/tokenizer.json'", "data.train=['/x/a.bin', '/y/b c.bin']",
                        "run.dir=/runs/'q'"});
   ASSERT_TRUE(config.ok()) << config.message();
-  EXPECT_EQ(config->model.head_dim, 64u);
+  EXPECT_EQ(config->model.dims.head_dim, 64u);
   const std::string yaml = to_yaml(*config);
   auto again = parse_train_config(yaml, {}, "/somewhere/else");
   ASSERT_TRUE(again.ok()) << again.message() << "\n" << yaml;
@@ -312,17 +312,17 @@ TEST(TrainConfig, SmallIsTheKitAiConfig) {
   auto config = load_train_config(std::string(KIPP_SOURCE_DIR) + "/configs/small.yaml", kRequired);
   ASSERT_TRUE(config.ok()) << config.message();
   const ModelSection& m = config->model;
-  EXPECT_EQ(m.vocab_size, 32000u);
-  EXPECT_EQ(m.d_model, 768u);
-  EXPECT_EQ(m.n_layers, 12u);
-  EXPECT_EQ(m.n_heads, 12u);
-  EXPECT_EQ(m.n_kv_heads, 4u);
-  EXPECT_EQ(m.head_dim, 64u);
-  EXPECT_EQ(m.d_ff, 2048u);
-  EXPECT_EQ(m.max_seq_len, 2048u);
-  EXPECT_EQ(m.norm_eps, 1e-6);
-  EXPECT_EQ(m.rope_theta, 10000.0);
-  EXPECT_TRUE(m.weight_tying);
+  EXPECT_EQ(m.dims.vocab_size, 32000u);
+  EXPECT_EQ(m.dims.hidden_size, 768u);
+  EXPECT_EQ(m.dims.num_layers, 12u);
+  EXPECT_EQ(m.dims.num_heads, 12u);
+  EXPECT_EQ(m.dims.num_kv_heads, 4u);
+  EXPECT_EQ(m.dims.head_dim, 64u);
+  EXPECT_EQ(m.dims.ffn_size, 2048u);
+  EXPECT_EQ(m.dims.context_length, 2048u);
+  EXPECT_EQ(m.dims.rms_norm_eps, 1e-6);
+  EXPECT_EQ(m.dims.rope_theta, 10000.0);
+  EXPECT_TRUE(m.dims.tie_embeddings);
   EXPECT_EQ(m.init_std, 0.02);
   EXPECT_EQ(config->train.lr, 3e-4);
   EXPECT_EQ(config->train.min_lr, 3e-5);
