@@ -44,8 +44,12 @@ TEST(ModelConfigFields, KeysAreDistinctAndHyperParametersHaveOnePlaceEach) {
     EXPECT_FALSE(field.gguf_key.empty()) << field.hf_key;
     EXPECT_TRUE(hf_keys.insert(field.hf_key).second) << field.hf_key;
     EXPECT_TRUE(gguf_keys.insert(field.gguf_key).second) << field.gguf_key;
-    if (!field.gguf_twin.empty()) EXPECT_TRUE(gguf_keys.insert(field.gguf_twin).second) << field.gguf_twin;
-    if (field.yaml_key != nullptr) EXPECT_TRUE(yaml_keys.insert(field.yaml_key).second) << field.yaml_key;
+    if (!field.gguf_twin.empty()) {
+      EXPECT_TRUE(gguf_keys.insert(field.gguf_twin).second) << field.gguf_twin;
+    }
+    if (field.yaml_key != nullptr) {
+      EXPECT_TRUE(yaml_keys.insert(field.yaml_key).second) << field.yaml_key;
+    }
     if (field.gguf_home == GgufHome::HyperParameter) {
       ++hyper_parameters;
       EXPECT_TRUE(orders.insert(field.gguf_order).second) << field.hf_key;
@@ -124,7 +128,9 @@ TEST(ModelConfigFields, GgufMetadataRoundTripsTheHyperParameters) {
     ASSERT_TRUE(read.ok()) << read.message();
     const ModelConfig stored = as_stored_in_gguf(entry.config);
     visit_config_members([&](const ModelConfigField& field, auto member) {
-      if (field.gguf_home == GgufHome::HyperParameter) EXPECT_EQ((*read).*member, stored.*member) << field.hf_key;
+      if (field.gguf_home == GgufHome::HyperParameter) {
+        EXPECT_EQ((*read).*member, stored.*member) << field.hf_key;
+      }
       const GgufValue* value = file->find(field.gguf_key);
       EXPECT_EQ(value != nullptr, field.gguf_home == GgufHome::HyperParameter) << field.gguf_key;
     });
@@ -170,7 +176,7 @@ TEST(ModelConfigFields, ShapeMismatchNamesKeyFoundAndExpected) {
 }
 
 TEST(ModelConfigFields, TrainingConfigWritesEveryModelKey) {
-  auto defaults = train::parse_train_config("", {}, "");
+  auto defaults = train::parse_train_config("", {"tokenizer=/data/tokenizer.json", "data.train=[/data/a.txt]"}, "");
   ASSERT_TRUE(defaults.ok()) << defaults.message();
   const YAML::Node yaml = YAML::Load(train::to_yaml(*defaults));
   visit_config_members([&](const ModelConfigField& field, auto) {
