@@ -1,5 +1,9 @@
 #include "model/gguf_schema.h"
 
+#include <algorithm>
+#include <type_traits>
+#include <utility>
+
 namespace kipp {
 namespace {
 
@@ -125,17 +129,19 @@ void add_model_metadata(GgufWriter& writer, const ModelConfig& config, const std
   writer.add_metadata(std::string(kArchitecture), GgufValue::string("qwen3"));
   writer.add_metadata(std::string(kType), GgufValue::string("model"));
   writer.add_metadata(std::string(kName), GgufValue::string(name));
-  writer.add_metadata(std::string(kBlockCount), GgufValue::u32(config.num_layers));
-  writer.add_metadata(std::string(kContextLength), GgufValue::u32(config.context_length));
-  writer.add_metadata(std::string(kEmbeddingLength), GgufValue::u32(config.hidden_size));
-  writer.add_metadata(std::string(kFeedForwardLength), GgufValue::u32(config.ffn_size));
-  writer.add_metadata(std::string(kHeadCount), GgufValue::u32(config.num_heads));
-  writer.add_metadata(std::string(kHeadCountKv), GgufValue::u32(config.num_kv_heads));
-  writer.add_metadata(std::string(kRopeFreqBase), GgufValue::f32(static_cast<float>(config.rope_theta)));
-  writer.add_metadata(std::string(kRmsEpsilon), GgufValue::f32(static_cast<float>(config.rms_norm_eps)));
-  writer.add_metadata(std::string(kKeyLength), GgufValue::u32(config.head_dim));
-  writer.add_metadata(std::string(kValueLength), GgufValue::u32(config.head_dim));
-  writer.add_metadata(std::string(kVocabSize), GgufValue::u32(config.vocab_size));
+  // In llama.cpp's order of the hyper-parameter keys (gguf_order), as its own files have them.
+  std::vector<std::pair<int, GgufMetadataEntry>> entries;
+  visit_config_fields(config, [&](const ModelConfigField& field, const auto& value) {
+    if (field.gguf_home != GgufHome::HyperParameter) return;
+    // GGUF stores real hyper-parameters as f32.
+    const GgufValue stored = std::is_same_v<std::decay_t<decltype(value)>, double>
+                                 ? GgufValue::f32(static_cast<float>(value))
+                                 : GgufValue::u32(static_cast<uint32_t>(value));
+    entries.push_back({field.gguf_order, {std::string(field.gguf_key), stored}});
+    if (!field.gguf_twin.empty()) entries.push_back({field.gguf_order, {std::string(field.gguf_twin), stored}});
+  });
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [order, entry] : entries) writer.add_metadata(std::move(entry.key), std::move(entry.value));
   writer.add_metadata(std::string(kFileType), GgufValue::u32(gguf_file_type(scheme)));
   writer.add_metadata(std::string(kQuantizationVersion), GgufValue::u32(2));
 }
@@ -162,23 +168,30 @@ Expected<ModelConfig> read_model_metadata(const GgufFile& file) {
     return make_error("GGUF metadata: general.architecture is '" + architecture + "' (expected 'qwen3')");
   }
   ModelConfig config;
-  KIPP_ASSIGN_OR_RETURN(config.num_layers, require_u32(file, kBlockCount));
-  KIPP_ASSIGN_OR_RETURN(config.context_length, require_u32(file, kContextLength));
-  KIPP_ASSIGN_OR_RETURN(config.hidden_size, require_u32(file, kEmbeddingLength));
-  KIPP_ASSIGN_OR_RETURN(config.ffn_size, require_u32(file, kFeedForwardLength));
-  KIPP_ASSIGN_OR_RETURN(config.num_heads, require_u32(file, kHeadCount));
-  KIPP_ASSIGN_OR_RETURN(config.num_kv_heads, require_u32(file, kHeadCountKv));
-  KIPP_ASSIGN_OR_RETURN(config.head_dim, require_u32(file, kKeyLength));
-  KIPP_ASSIGN_OR_RETURN(const uint32_t value_length, require_u32(file, kValueLength));
-  if (value_length != config.head_dim) {
-    return make_error("GGUF metadata: " + std::string(kValueLength) + " is " + std::to_string(value_length) +
-                      " (expected " + std::to_string(config.head_dim) + ", the key length)");
-  }
-  KIPP_ASSIGN_OR_RETURN(config.vocab_size, require_u32(file, kVocabSize));
-  KIPP_ASSIGN_OR_RETURN(const float theta, require_f32(file, kRopeFreqBase));
-  KIPP_ASSIGN_OR_RETURN(const float eps, require_f32(file, kRmsEpsilon));
-  config.rope_theta = theta;
-  config.rms_norm_eps = eps;
+  Status status;
+  visit_config_fields(config, [&](const ModelConfigField& field, auto& value) {
+    if (field.gguf_home != GgufHome::HyperParameter || !status.ok()) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, double>) {
+      auto stored = require_f32(file, field.gguf_key);
+      if (!stored.ok()) status = stored.error();
+      else value = *stored;
+    } else if constexpr (std::is_same_v<std::decay_t<decltype(value)>, uint32_t>) {
+      auto stored = require_u32(file, field.gguf_key);
+      if (!stored.ok()) status = stored.error();
+      else value = *stored;
+      if (!field.gguf_twin.empty() && status.ok()) {
+        auto twin = require_u32(file, field.gguf_twin);
+        if (!twin.ok()) {
+          status = twin.error();
+        } else if (*twin != value) {
+          status = make_error("GGUF metadata: " + std::string(field.gguf_twin) + " is " + std::to_string(*twin) +
+                              " (expected " + std::to_string(value) + ", the value of " +
+                              std::string(field.gguf_key) + ")");
+        }
+      }
+    }
+  });
+  KIPP_RETURN_IF_ERROR(status);
   return config;
 }
 

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <sstream>
+#include <type_traits>
 
 #include "model/content_hash.h"
 
@@ -17,34 +18,13 @@ std::string format_number(double value) {
 
 // Lists every field where `found` differs from `expected`, naming both values.
 Status compare_configs(const ModelConfig& expected, const ModelConfig& found, const std::string& against) {
-  struct Field {
-    const char* name;
-    double expected;
-    double found;
-  };
-  const Field fields[] = {
-      {"hidden_size (qwen3.embedding_length)", double(expected.hidden_size), double(found.hidden_size)},
-      {"num_hidden_layers (qwen3.block_count)", double(expected.num_layers), double(found.num_layers)},
-      {"num_attention_heads (qwen3.attention.head_count)", double(expected.num_heads), double(found.num_heads)},
-      {"num_key_value_heads (qwen3.attention.head_count_kv)", double(expected.num_kv_heads), double(found.num_kv_heads)},
-      {"head_dim (qwen3.attention.key_length)", double(expected.head_dim), double(found.head_dim)},
-      {"intermediate_size (qwen3.feed_forward_length)", double(expected.ffn_size), double(found.ffn_size)},
-      {"vocab_size (qwen3.vocab_size)", double(expected.vocab_size), double(found.vocab_size)},
-      {"max_position_embeddings (qwen3.context_length)", double(expected.context_length), double(found.context_length)},
-      {"rope_theta (qwen3.rope.freq_base)", expected.rope_theta, found.rope_theta},
-      {"rms_norm_eps (qwen3.attention.layer_norm_rms_epsilon)", expected.rms_norm_eps, found.rms_norm_eps},
-      {"tie_word_embeddings (presence of output.weight)", double(expected.tie_embeddings), double(found.tie_embeddings)},
-      {"bos_token_id (tokenizer.ggml.bos_token_id)", double(expected.bos_token_id), double(found.bos_token_id)},
-      {"eos_token_id (tokenizer.ggml.eos_token_id)", double(expected.eos_token_id), double(found.eos_token_id)},
-  };
   std::string mismatches;
-  for (const auto& field : fields) {
-    if (field.expected != field.found) {
-      if (!mismatches.empty()) mismatches += "; ";
-      mismatches += std::string(field.name) + ": expected " + format_number(field.expected) + ", found " +
-                    format_number(field.found);
-    }
-  }
+  visit_config_members([&](const ModelConfigField& field, auto member) {
+    if (expected.*member == found.*member) return;
+    if (!mismatches.empty()) mismatches += "; ";
+    mismatches += std::string(field.hf_key) + " (" + field.gguf_source() + "): expected " +
+                  format_number(double(expected.*member)) + ", found " + format_number(double(found.*member));
+  });
   if (mismatches.empty()) return ok_status();
   return make_error("model does not match " + against + ": " + mismatches);
 }
@@ -123,11 +103,17 @@ ModelConfig as_stored_in_gguf(ModelConfig config) {
 Expected<ModelConfig> validate_model_metadata(const GgufFile& file, const Provenance& provenance,
                                               const RegistryEntry** entry_out) {
   KIPP_ASSIGN_OR_RETURN(ModelConfig config, read_model_metadata(file));
-  config.tie_embeddings = file.find_tensor("output.weight") == nullptr;
-  KIPP_ASSIGN_OR_RETURN(const uint32_t bos, require_u32(file, gguf_key::kBosTokenId));
-  KIPP_ASSIGN_OR_RETURN(const uint32_t eos, require_u32(file, gguf_key::kEosTokenId));
-  config.bos_token_id = bos;
-  config.eos_token_id = eos;
+  Status status;
+  visit_config_fields(config, [&](const ModelConfigField& field, auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>) {
+      if (field.gguf_home == GgufHome::TensorAbsence) value = file.find_tensor(field.gguf_key) == nullptr;
+    } else if (field.gguf_home == GgufHome::TokenizerKey && status.ok()) {
+      auto id = require_u32(file, field.gguf_key);
+      if (id.ok()) value = *id;
+      else status = id.error();
+    }
+  });
+  KIPP_RETURN_IF_ERROR(status);
   KIPP_RETURN_IF_ERROR(with_context(config.validate(), "GGUF metadata"));
   KIPP_ASSIGN_OR_RETURN(const uint32_t file_type, require_u32(file, gguf_key::kFileType));
   if (file_type != gguf_file_type(provenance.scheme)) {

@@ -1,26 +1,53 @@
 #include "model/model_config.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <type_traits>
 
 namespace kipp {
 namespace {
 
 using nlohmann::json;
 
-Expected<uint32_t> read_u32(const json& config, const char* key) {
+// Reads one field from config.json, naming the key when it is missing or of another type.
+Status read_field(const json& config, const ModelConfigField& field, uint32_t& out) {
+  const std::string key(field.hf_key);
   const auto it = config.find(key);
-  if (it == config.end()) return make_error(std::string("config.json: missing key '") + key + "'");
-  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 0xffffffffLL) {
-    return make_error(std::string("config.json: '") + key + "' must be a non-negative integer, found " + it->dump());
+  if (it == config.end()) return make_error("config.json: missing key '" + key + "'");
+  // Some configs list several end tokens; the first is the model's own.
+  if (field.hf_first_of_list && it->is_array() && !it->empty() && (*it)[0].is_number_unsigned()) {
+    out = (*it)[0].get<uint32_t>();
+    return ok_status();
   }
-  return static_cast<uint32_t>(it->get<int64_t>());
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 0xffffffffLL) {
+    return make_error("config.json: '" + key + "' must be a non-negative integer, found " + it->dump());
+  }
+  out = static_cast<uint32_t>(it->get<int64_t>());
+  return ok_status();
 }
 
-Expected<double> read_number(const json& config, const char* key) {
+Status read_field(const json& config, const ModelConfigField& field, double& out) {
+  const std::string key(field.hf_key);
   const auto it = config.find(key);
-  if (it == config.end()) return make_error(std::string("config.json: missing key '") + key + "'");
-  if (!it->is_number()) return make_error(std::string("config.json: '") + key + "' must be a number, found " + it->dump());
-  return it->get<double>();
+  if (it == config.end()) return make_error("config.json: missing key '" + key + "'");
+  if (!it->is_number()) return make_error("config.json: '" + key + "' must be a number, found " + it->dump());
+  out = it->get<double>();
+  return ok_status();
+}
+
+Status read_field(const json& config, const ModelConfigField& field, bool& out) {
+  const std::string key(field.hf_key);
+  const auto it = config.find(key);
+  if (it == config.end() || !it->is_boolean()) return make_error("config.json: '" + key + "' must be true or false");
+  out = it->get<bool>();
+  return ok_status();
+}
+
+std::string number_text(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
 }
 
 // Keys whose presence with a non-default value means a model Kipp does not run.
@@ -58,39 +85,45 @@ uint64_t ModelConfig::parameter_count() const {
 }
 
 Status ModelConfig::validate() const {
-  const std::pair<const char*, uint32_t> positive[] = {
-      {"hidden_size", hidden_size}, {"num_hidden_layers", num_layers}, {"num_attention_heads", num_heads},
-      {"num_key_value_heads", num_kv_heads}, {"head_dim", head_dim}, {"intermediate_size", ffn_size},
-      {"vocab_size", vocab_size}, {"max_position_embeddings", context_length}};
-  for (const auto& [name, value] : positive) {
-    if (value == 0) return make_error(std::string("model config: ") + name + " is 0 (expected > 0)");
-  }
+  std::string error;
+  const auto fail = [&error](const std::string& message) {
+    if (error.empty()) error = "model config: " + message;
+  };
+  visit_config_fields(*this, [&](const ModelConfigField& field, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    const std::string name(field.hf_key);
+    if constexpr (std::is_same_v<T, uint32_t>) {
+      if (!field.token_id && value == 0) fail(name + " is 0 (expected > 0)");
+    } else if constexpr (std::is_same_v<T, double>) {
+      if (!(value > 0) || value > field.at_most) {
+        fail(name + (field.at_most == std::numeric_limits<double>::infinity()
+                         ? std::string(" must be > 0")
+                         : " must be in (0, " + number_text(field.at_most) + "]"));
+      }
+    }
+  });
+  if (!error.empty()) return make_error(error);
   if (num_heads % num_kv_heads != 0) {
     return make_error("model config: num_attention_heads " + std::to_string(num_heads) +
                       " is not a multiple of num_key_value_heads " + std::to_string(num_kv_heads));
   }
-  if (head_dim % 2 != 0) return make_error("model config: head_dim " + std::to_string(head_dim) + " is odd (RoPE needs pairs)");
-  for (const auto& [name, value] : {std::pair{"hidden_size", hidden_size}, std::pair{"intermediate_size", ffn_size},
-                                    std::pair{"attention width", static_cast<uint32_t>(q_width())}}) {
-    if (value % 32 != 0) {
-      return make_error(std::string("model config: ") + name + " " + std::to_string(value) +
-                        " is not a multiple of 32 (the quantization block)");
+  visit_config_fields(*this, [&](const ModelConfigField& field, const auto& value) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, uint32_t>) {
+      if (value % field.multiple != 0) {
+        fail(std::string(field.hf_key) + " " + std::to_string(value) + " is not a multiple of " +
+             std::to_string(field.multiple) + " (" + std::string(field.multiple_why) + ")");
+      }
     }
+  });
+  if (!error.empty()) return make_error(error);
+  if (q_width() % kQuantBlock != 0) {
+    return make_error("model config: attention width " + std::to_string(q_width()) + " is not a multiple of " +
+                      std::to_string(kQuantBlock) + " (" + std::string(kQuantBlockWhy) + ")");
   }
-  if (!(rope_theta > 0)) return make_error("model config: rope_theta must be > 0");
-  if (!(rms_norm_eps > 0) || rms_norm_eps > 1) return make_error("model config: rms_norm_eps must be in (0, 1]");
   if (bos_token_id >= vocab_size || eos_token_id >= vocab_size) {
     return make_error("model config: bos/eos token id outside the vocabulary of " + std::to_string(vocab_size));
   }
   return ok_status();
-}
-
-bool operator==(const ModelConfig& a, const ModelConfig& b) {
-  return a.hidden_size == b.hidden_size && a.num_layers == b.num_layers && a.num_heads == b.num_heads &&
-         a.num_kv_heads == b.num_kv_heads && a.head_dim == b.head_dim && a.ffn_size == b.ffn_size &&
-         a.vocab_size == b.vocab_size && a.context_length == b.context_length && a.rope_theta == b.rope_theta &&
-         a.rms_norm_eps == b.rms_norm_eps && a.tie_embeddings == b.tie_embeddings &&
-         a.bos_token_id == b.bos_token_id && a.eos_token_id == b.eos_token_id;
 }
 
 Expected<ModelConfig> parse_hf_config(const std::string& json_text) {
@@ -98,27 +131,11 @@ Expected<ModelConfig> parse_hf_config(const std::string& json_text) {
   if (config.is_discarded() || !config.is_object()) return make_error("config.json: not a JSON object");
   KIPP_RETURN_IF_ERROR(require_plain_qwen3(config));
   ModelConfig out;
-  KIPP_ASSIGN_OR_RETURN(out.hidden_size, read_u32(config, "hidden_size"));
-  KIPP_ASSIGN_OR_RETURN(out.num_layers, read_u32(config, "num_hidden_layers"));
-  KIPP_ASSIGN_OR_RETURN(out.num_heads, read_u32(config, "num_attention_heads"));
-  KIPP_ASSIGN_OR_RETURN(out.num_kv_heads, read_u32(config, "num_key_value_heads"));
-  KIPP_ASSIGN_OR_RETURN(out.head_dim, read_u32(config, "head_dim"));
-  KIPP_ASSIGN_OR_RETURN(out.ffn_size, read_u32(config, "intermediate_size"));
-  KIPP_ASSIGN_OR_RETURN(out.vocab_size, read_u32(config, "vocab_size"));
-  KIPP_ASSIGN_OR_RETURN(out.context_length, read_u32(config, "max_position_embeddings"));
-  KIPP_ASSIGN_OR_RETURN(out.rope_theta, read_number(config, "rope_theta"));
-  KIPP_ASSIGN_OR_RETURN(out.rms_norm_eps, read_number(config, "rms_norm_eps"));
-  KIPP_ASSIGN_OR_RETURN(out.bos_token_id, read_u32(config, "bos_token_id"));
-  const auto tie = config.find("tie_word_embeddings");
-  if (tie == config.end() || !tie->is_boolean()) return make_error("config.json: 'tie_word_embeddings' must be true or false");
-  out.tie_embeddings = tie->get<bool>();
-  // eos_token_id may be a list in some configs; the first is the model's own end token.
-  const auto eos = config.find("eos_token_id");
-  if (eos != config.end() && eos->is_array() && !eos->empty() && (*eos)[0].is_number_unsigned()) {
-    out.eos_token_id = (*eos)[0].get<uint32_t>();
-  } else {
-    KIPP_ASSIGN_OR_RETURN(out.eos_token_id, read_u32(config, "eos_token_id"));
-  }
+  Status status;
+  visit_config_fields(out, [&](const ModelConfigField& field, auto& value) {
+    if (status.ok()) status = read_field(config, field, value);
+  });
+  KIPP_RETURN_IF_ERROR(status);
   KIPP_RETURN_IF_ERROR(with_context(out.validate(), "config.json"));
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 namespace kipp {
 
@@ -29,19 +30,9 @@ Expected<RegistryEntry> parse_entry(const json& item) {
   entry.variant = *variant;
   const json& config = item.at("config");
   ModelConfig& c = entry.config;
-  c.hidden_size = config.at("hidden_size").get<uint32_t>();
-  c.num_layers = config.at("num_hidden_layers").get<uint32_t>();
-  c.num_heads = config.at("num_attention_heads").get<uint32_t>();
-  c.num_kv_heads = config.at("num_key_value_heads").get<uint32_t>();
-  c.head_dim = config.at("head_dim").get<uint32_t>();
-  c.ffn_size = config.at("intermediate_size").get<uint32_t>();
-  c.vocab_size = config.at("vocab_size").get<uint32_t>();
-  c.context_length = config.at("max_position_embeddings").get<uint32_t>();
-  c.rope_theta = config.at("rope_theta").get<double>();
-  c.rms_norm_eps = config.at("rms_norm_eps").get<double>();
-  c.tie_embeddings = config.at("tie_word_embeddings").get<bool>();
-  c.bos_token_id = config.at("bos_token_id").get<uint32_t>();
-  c.eos_token_id = config.at("eos_token_id").get<uint32_t>();
+  visit_config_fields(c, [&config](const ModelConfigField& field, auto& value) {
+    value = config.at(std::string(field.hf_key)).get<std::decay_t<decltype(value)>>();
+  });
   KIPP_RETURN_IF_ERROR(with_context(c.validate(), "registry entry " + entry.id));
   entry.stop_token_ids = item.at("stop_token_ids").get<std::vector<uint32_t>>();
   entry.ships_tied_lm_head = item.at("ships_tied_lm_head").get<bool>();

@@ -165,24 +165,16 @@ std::string describe_differences(const ModelConfig& found, const ModelConfig& pi
       return std::to_string(value);
     }
   };
-  const auto field = [&out, &text](const char* name, auto found_value, auto pinned_value) {
-    if (found_value == pinned_value) return;
+  visit_config_members([&](const ModelConfigField& field, auto member) {
+    if (found.*member == pinned.*member) return;
     if (!out.empty()) out += ", ";
-    out += std::string(name) + " " + text(found_value) + " (expected " + text(pinned_value) + ")";
-  };
-  field("hidden_size", found.hidden_size, pinned.hidden_size);
-  field("num_hidden_layers", found.num_layers, pinned.num_layers);
-  field("num_attention_heads", found.num_heads, pinned.num_heads);
-  field("num_key_value_heads", found.num_kv_heads, pinned.num_kv_heads);
-  field("head_dim", found.head_dim, pinned.head_dim);
-  field("intermediate_size", found.ffn_size, pinned.ffn_size);
-  field("vocab_size", found.vocab_size, pinned.vocab_size);
-  field("max_position_embeddings", found.context_length, pinned.context_length);
-  field("rope_theta", found.rope_theta, pinned.rope_theta);
-  field("rms_norm_eps", found.rms_norm_eps, pinned.rms_norm_eps);
-  field("tie_word_embeddings", int{found.tie_embeddings}, int{pinned.tie_embeddings});
-  field("bos_token_id", found.bos_token_id, pinned.bos_token_id);
-  field("eos_token_id", found.eos_token_id, pinned.eos_token_id);
+    // A flag reads as 0 or 1.
+    const auto value = [member](const ModelConfig& c) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(c.*member)>, bool>) return int{c.*member};
+      else return c.*member;
+    };
+    out += std::string(field.hf_key) + " " + text(value(found)) + " (expected " + text(value(pinned)) + ")";
+  });
   return out;
 }
 

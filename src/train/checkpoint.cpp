@@ -352,32 +352,24 @@ Status check_sizes(const ParameterLayout& layout, const CheckpointData& data) {
 }  // namespace
 
 std::string hf_config_json(const ModelConfig& config) {
-  // The fields of an official Qwen3 config.json (tools/make_synthetic.py build_config), FP32.
-  const json out = {{"architectures", {"Qwen3ForCausalLM"}},
-                    {"attention_bias", false},
-                    {"attention_dropout", 0.0},
-                    {"bos_token_id", config.bos_token_id},
-                    {"eos_token_id", config.eos_token_id},
-                    {"head_dim", config.head_dim},
-                    {"hidden_act", "silu"},
-                    {"hidden_size", config.hidden_size},
-                    {"intermediate_size", config.ffn_size},
-                    {"max_position_embeddings", config.context_length},
-                    {"max_window_layers", config.num_layers},
-                    {"model_type", "qwen3"},
-                    {"num_attention_heads", config.num_heads},
-                    {"num_hidden_layers", config.num_layers},
-                    {"num_key_value_heads", config.num_kv_heads},
-                    {"rms_norm_eps", config.rms_norm_eps},
-                    {"rope_scaling", nullptr},
-                    {"rope_theta", config.rope_theta},
-                    {"sliding_window", nullptr},
-                    {"tie_word_embeddings", config.tie_embeddings},
-                    {"torch_dtype", "float32"},
-                    {"transformers_version", "4.51.0"},
-                    {"use_cache", true},
-                    {"use_sliding_window", false},
-                    {"vocab_size", config.vocab_size}};
+  // The keys of an official Qwen3 config.json (tools/make_synthetic.py build_config), FP32;
+  // nlohmann's object keeps them sorted, as the official files have them.
+  json out = {{"architectures", {"Qwen3ForCausalLM"}},
+              {"attention_bias", false},
+              {"attention_dropout", 0.0},
+              {"hidden_act", "silu"},
+              {"model_type", "qwen3"},
+              {"rope_scaling", nullptr},
+              {"sliding_window", nullptr},
+              {"torch_dtype", "float32"},
+              {"transformers_version", "4.51.0"},
+              {"use_cache", true},
+              {"use_sliding_window", false}};
+  visit_config_fields(config, [&out](const ModelConfigField& field, const auto& value) {
+    out[std::string(field.hf_key)] = value;
+  });
+  // Without a sliding window every layer counts as a full-attention one.
+  out["max_window_layers"] = config.num_layers;
   return out.dump(2) + "\n";
 }
 
@@ -496,9 +488,12 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
     KIPP_ASSIGN_OR_RETURN(const ModelConfig other, read_model_config(dir));
     KIPP_RETURN_IF_ERROR(check_model_dimensions(config, other, join_path(dir, "config.json"), true));
     if (!(other == config)) {
+      std::string fields;
+      visit_config_members([&](const ModelConfigField& field, auto member) {
+        if (other.*member != config.*member) fields += std::string(fields.empty() ? "" : ", ") + std::string(field.hf_key);
+      });
       return make_error(join_path(dir, "config.json") + " differs from " + join_path(dirs[0], "config.json") +
-                        " in rope_theta, rms_norm_eps, the context length or the token ids; only checkpoints of "
-                        "one model can be averaged");
+                        " in " + fields + "; only checkpoints of one model can be averaged");
     }
     KIPP_ASSIGN_OR_RETURN(SafetensorsFile file, open_tensors(join_path(dir, "model.safetensors"), layout, {""}));
     sources.push_back(std::move(file));

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "core/files.h"
 #include "core/half.h"
@@ -172,18 +173,15 @@ Status load_from_gguf(const ParameterLayout& layout, const std::string& path, st
 
 Status check_model_dimensions(const ModelConfig& want, const ModelConfig& got, const std::string& source,
                               bool require_same_tying) {
-  const std::pair<const char*, uint32_t ModelConfig::*> dims[] = {
-      {"hidden_size", &ModelConfig::hidden_size},      {"num_hidden_layers", &ModelConfig::num_layers},
-      {"num_attention_heads", &ModelConfig::num_heads}, {"num_key_value_heads", &ModelConfig::num_kv_heads},
-      {"head_dim", &ModelConfig::head_dim},             {"intermediate_size", &ModelConfig::ffn_size},
-      {"vocab_size", &ModelConfig::vocab_size}};
   std::string differences;
-  for (const auto& [name, field] : dims) {
-    if (want.*field != got.*field) {
-      differences += std::string(differences.empty() ? "" : ", ") + name + " " + std::to_string(got.*field) +
-                     " (expected " + std::to_string(want.*field) + ")";
+  visit_config_members([&](const ModelConfigField& field, auto member) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(want.*member)>, uint32_t>) {
+      if (field.shapes_tensors && want.*member != got.*member) {
+        differences += std::string(differences.empty() ? "" : ", ") + std::string(field.hf_key) + " " +
+                       std::to_string(got.*member) + " (expected " + std::to_string(want.*member) + ")";
+      }
     }
-  }
+  });
   // Loosely, a tied source may fill an untied layout (lm_head starts as the embedding), but an
   // untied source's own lm_head must not be dropped.
   const bool tying_differs = require_same_tying ? want.tie_embeddings != got.tie_embeddings

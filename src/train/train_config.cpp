@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <string_view>
+#include <type_traits>
 
 #include "chat/chat_template.h"
 #include "core/files.h"
@@ -31,11 +32,6 @@ struct Count {
 constexpr Count kPositiveInt{1, 1, "", false};
 constexpr Count kNonNegativeInt{0, 1, "", false};
 constexpr Count kAutoOrPositive{1, 1, "", true};
-constexpr Count kBlockWidth{1, 32,
-                            "GGUF quantizes each matrix row in blocks of 32 weights, so every width the "
-                            "rows have must be a whole number of blocks",
-                            false};
-constexpr Count kHeadDim{1, 2, "rotary position embeddings rotate pairs of dimensions", true};
 
 // A number in an interval; an infinite bound is no bound.
 struct Real {
@@ -47,7 +43,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr Real kPositiveReal{0, kInf, true, true};
 constexpr Real kNonNegativeReal{0, kInf, false, true};
 constexpr Real kFraction{0, 1, false, true};
-constexpr Real kEpsilon{0, 1, true, false};
 
 // A word from a fixed set.
 struct Choice {
@@ -92,17 +87,19 @@ const Fixed kNoBias{"false", "Qwen3's projections have no bias; only false is ac
 // table; a dotted name is "section.key", a plain one a top-level key.
 template <typename Config, typename Visit>
 void visit_fields(Config& c, Visit&& visit) {
-  visit("model.vocab_size", c.model.vocab_size, kAutoOrPositive);
-  visit("model.d_model", c.model.d_model, kBlockWidth);
-  visit("model.n_layers", c.model.n_layers, kPositiveInt);
-  visit("model.n_heads", c.model.n_heads, kPositiveInt);
-  visit("model.n_kv_heads", c.model.n_kv_heads, kPositiveInt);
-  visit("model.head_dim", c.model.head_dim, kHeadDim);
-  visit("model.d_ff", c.model.d_ff, kBlockWidth);
-  visit("model.max_seq_len", c.model.max_seq_len, kPositiveInt);
-  visit("model.norm_eps", c.model.norm_eps, kEpsilon);
-  visit("model.rope_theta", c.model.rope_theta, kPositiveReal);
-  visit("model.weight_tying", c.model.weight_tying);
+  // The model's own fields, with the rules ModelConfig::validate applies to them.
+  visit_config_fields(c.model.dims, [&visit](const ModelConfigField& field, auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    if (field.yaml_key == nullptr) return;
+    if constexpr (std::is_same_v<T, uint32_t>) {
+      const std::string_view why = field.multiple_why;
+      visit(field.yaml_key, value, Count{1, field.multiple, why.empty() ? "" : why.data(), field.yaml_auto});
+    } else if constexpr (std::is_same_v<T, double>) {
+      visit(field.yaml_key, value, Real{0, field.at_most, true, field.at_most == kInf});
+    } else {
+      visit(field.yaml_key, value);
+    }
+  });
   visit("model.init_std", c.model.init_std, kPositiveReal);
   visit("model.scaled_residual_init", c.model.scaled_residual_init);
   visit("model.dropout", kNoDropout);
@@ -499,7 +496,7 @@ void add_override(const std::string& text, Sources& sources, std::vector<std::st
 
 // ---- Checks across keys --------------------------------------------------------------------
 
-uint32_t resolved_head_dim(const ModelSection& m) { return m.head_dim ? m.head_dim : m.d_model / m.n_heads; }
+uint32_t resolved_head_dim(const ModelConfig& m) { return m.head_dim ? m.head_dim : m.hidden_size / m.num_heads; }
 
 void check_relations(TrainConfig& c, const Sources& sources, const std::string& file_origin,
                      std::vector<std::string>& errors) {
@@ -507,31 +504,31 @@ void check_relations(TrainConfig& c, const Sources& sources, const std::string& 
     const auto it = sources.find(name);
     errors.push_back((it == sources.end() ? file_origin : it->second.origin) + name + ": " + message);
   };
-  ModelSection& m = c.model;
-  if (m.n_heads % m.n_kv_heads != 0) {
-    fail("model.n_kv_heads", "n_heads " + std::to_string(m.n_heads) + " is not a multiple of n_kv_heads " +
-                                 std::to_string(m.n_kv_heads) +
+  ModelConfig& m = c.model.dims;
+  if (m.num_heads % m.num_kv_heads != 0) {
+    fail("model.n_kv_heads", "n_heads " + std::to_string(m.num_heads) + " is not a multiple of n_kv_heads " +
+                                 std::to_string(m.num_kv_heads) +
                                  " (each key/value head serves a whole group of query heads)");
   }
   if (m.head_dim == 0) {
-    if (m.d_model % m.n_heads != 0) {
-      fail("model.head_dim", "auto means d_model / n_heads, but d_model " + std::to_string(m.d_model) +
-                                 " is not a multiple of n_heads " + std::to_string(m.n_heads) + "; set head_dim");
-    } else if (resolved_head_dim(m) % kHeadDim.multiple != 0) {
+    if (m.hidden_size % m.num_heads != 0) {
+      fail("model.head_dim", "auto means d_model / n_heads, but d_model " + std::to_string(m.hidden_size) +
+                                 " is not a multiple of n_heads " + std::to_string(m.num_heads) + "; set head_dim");
+    } else if (resolved_head_dim(m) % 2 != 0) {
       fail("model.head_dim", "auto gives d_model / n_heads = " + std::to_string(resolved_head_dim(m)) +
-                                 ", which is odd: " + kHeadDim.why + "; set head_dim");
+                                 ", which is odd: " + std::string(kRotaryPairsWhy) + "; set head_dim");
     } else {
       m.head_dim = resolved_head_dim(m);
     }
   }
-  const uint64_t attention_width = uint64_t{m.n_heads} * m.head_dim;
-  if (m.head_dim != 0 && attention_width % kBlockWidth.multiple != 0) {
+  const uint64_t attention_width = uint64_t{m.num_heads} * m.head_dim;
+  if (m.head_dim != 0 && attention_width % kQuantBlock != 0) {
     fail("model.head_dim", "n_heads * head_dim = " + std::to_string(attention_width) + " is not a multiple of " +
-                               std::to_string(kBlockWidth.multiple) + ": " + kBlockWidth.why);
+                               std::to_string(kQuantBlock) + ": " + std::string(kQuantBlockWhy));
   }
-  if (c.train.seq_len > m.max_seq_len) {
+  if (c.train.seq_len > m.context_length) {
     fail("train.seq_len", std::to_string(c.train.seq_len) + " is longer than model.max_seq_len " +
-                              std::to_string(m.max_seq_len));
+                              std::to_string(m.context_length));
   }
   if (c.train.min_lr > c.train.lr) {
     fail("train.min_lr", number_text(c.train.min_lr) + " is above train.lr " + number_text(c.train.lr));
@@ -625,18 +622,8 @@ class Writer {
 }  // namespace
 
 ModelConfig TrainConfig::model_config(uint32_t bos_token_id, uint32_t eos_token_id) const {
-  ModelConfig out;
-  out.hidden_size = model.d_model;
-  out.num_layers = model.n_layers;
-  out.num_heads = model.n_heads;
-  out.num_kv_heads = model.n_kv_heads;
-  out.head_dim = resolved_head_dim(model);
-  out.ffn_size = model.d_ff;
-  out.vocab_size = model.vocab_size;
-  out.context_length = model.max_seq_len;
-  out.rope_theta = model.rope_theta;
-  out.rms_norm_eps = model.norm_eps;
-  out.tie_embeddings = model.weight_tying;
+  ModelConfig out = model.dims;
+  out.head_dim = resolved_head_dim(model.dims);
   out.bos_token_id = bos_token_id;
   out.eos_token_id = eos_token_id;
   return out;

@@ -23,17 +23,11 @@
 namespace kipp::train {
 
 struct ModelSection {
-  uint32_t vocab_size = 0;  // 0 ("auto" in YAML): the tokenizer's vocabulary size
-  uint32_t d_model = 768;
-  uint32_t n_layers = 12;
-  uint32_t n_heads = 12;
-  uint32_t n_kv_heads = 4;
-  uint32_t head_dim = 0;    // 0 ("auto"): d_model / n_heads; parsing resolves it
-  uint32_t d_ff = 2048;
-  uint32_t max_seq_len = 2048;
-  double norm_eps = 1e-6;
-  double rope_theta = 10000.0;
-  bool weight_tying = true;
+  // The model's fields under their training names (ModelConfigField::yaml_key). vocab_size 0
+  // ("auto" in YAML) is the tokenizer's vocabulary size; head_dim 0 ("auto") is d_model /
+  // n_heads, which parsing resolves. The token ids come from the tokenizer.
+  ModelConfig dims{.hidden_size = 768, .num_layers = 12, .num_heads = 12, .num_kv_heads = 4, .ffn_size = 2048,
+                   .context_length = 2048, .rope_theta = 10000.0, .rms_norm_eps = 1e-6, .tie_embeddings = true};
   double init_std = 0.02;
   bool scaled_residual_init = false;
   // Accepted only with the values this architecture has (dropout 0.0, activation swiglu,

@@ -383,9 +383,9 @@ Status check_run_dir(const TrainRun& run, const std::string& latest) {
 // The config with model.vocab_size taken from the tokenizer when unset.
 Expected<TrainConfig> resolve_vocab_size(const TrainConfig& config, const data::TrainingTokenizer& tokenizer) {
   TrainConfig resolved = config;
-  if (resolved.model.vocab_size == 0) resolved.model.vocab_size = tokenizer.vocab_size;
-  if (resolved.model.vocab_size < tokenizer.vocab_size) {
-    return make_error("model.vocab_size " + std::to_string(resolved.model.vocab_size) + " is smaller than the tokenizer's " +
+  if (resolved.model.dims.vocab_size == 0) resolved.model.dims.vocab_size = tokenizer.vocab_size;
+  if (resolved.model.dims.vocab_size < tokenizer.vocab_size) {
+    return make_error("model.vocab_size " + std::to_string(resolved.model.dims.vocab_size) + " is smaller than the tokenizer's " +
                       std::to_string(tokenizer.vocab_size) + " ids");
   }
   return resolved;

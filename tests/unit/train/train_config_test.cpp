@@ -37,7 +37,7 @@ TEST(TrainConfig, EmptyConfigGetsTheDefaultsAndResolvesHeadDim) {
   auto config = parse("");
   ASSERT_TRUE(config.ok()) << config.message();
   TrainConfig expected;
-  expected.model.head_dim = 64;  // 768 / 12
+  expected.model.dims.head_dim = 64;  // 768 / 12
   expected.tokenizer = "/data/tokenizer.json";
   expected.data.train = {"/data/a.txt"};
   expected.run_dir = fs::absolute("runs/run").lexically_normal().string();
@@ -265,7 +265,7 @@ TEST(TrainConfig, ToYamlRoundTrips) {
                       {"tokenizer='/odd path: #1/tokenizer.json'", "data.train=['/x/a.bin', '/y/b c.bin']",
                        "run.dir=/runs/'q'"});
   ASSERT_TRUE(config.ok()) << config.message();
-  EXPECT_EQ(config->model.head_dim, 64u);
+  EXPECT_EQ(config->model.dims.head_dim, 64u);
   const std::string yaml = to_yaml(*config);
   auto again = parse_train_config(yaml, {}, "/somewhere/else");
   ASSERT_TRUE(again.ok()) << again.message() << "\n" << yaml;
@@ -312,17 +312,17 @@ TEST(TrainConfig, SmallIsTheKitAiConfig) {
   auto config = load_train_config(std::string(KIPP_SOURCE_DIR) + "/configs/small.yaml", kRequired);
   ASSERT_TRUE(config.ok()) << config.message();
   const ModelSection& m = config->model;
-  EXPECT_EQ(m.vocab_size, 32000u);
-  EXPECT_EQ(m.d_model, 768u);
-  EXPECT_EQ(m.n_layers, 12u);
-  EXPECT_EQ(m.n_heads, 12u);
-  EXPECT_EQ(m.n_kv_heads, 4u);
-  EXPECT_EQ(m.head_dim, 64u);
-  EXPECT_EQ(m.d_ff, 2048u);
-  EXPECT_EQ(m.max_seq_len, 2048u);
-  EXPECT_EQ(m.norm_eps, 1e-6);
-  EXPECT_EQ(m.rope_theta, 10000.0);
-  EXPECT_TRUE(m.weight_tying);
+  EXPECT_EQ(m.dims.vocab_size, 32000u);
+  EXPECT_EQ(m.dims.hidden_size, 768u);
+  EXPECT_EQ(m.dims.num_layers, 12u);
+  EXPECT_EQ(m.dims.num_heads, 12u);
+  EXPECT_EQ(m.dims.num_kv_heads, 4u);
+  EXPECT_EQ(m.dims.head_dim, 64u);
+  EXPECT_EQ(m.dims.ffn_size, 2048u);
+  EXPECT_EQ(m.dims.context_length, 2048u);
+  EXPECT_EQ(m.dims.rms_norm_eps, 1e-6);
+  EXPECT_EQ(m.dims.rope_theta, 10000.0);
+  EXPECT_TRUE(m.dims.tie_embeddings);
   EXPECT_EQ(m.init_std, 0.02);
   EXPECT_EQ(config->train.lr, 3e-4);
   EXPECT_EQ(config->train.min_lr, 3e-5);
