@@ -70,6 +70,19 @@ constexpr auto more_likely = [](const auto& a, const auto& b) {
   return a.value != b.value ? a.value > b.value : a.id < b.id;
 };
 
+// 1. NaN and +inf are errors; -inf masks a token. The maximum logit, finite.
+Expected<float> checked_max(std::span<const float> logits) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const kernels::MaxScan scan = kernels::scan_max(logits);
+  if (!scan.finite_or_minus_inf) {
+    const auto bad = std::find_if(logits.begin(), logits.end(), [](float x) { return !(x < kInf); });
+    return make_error("sampler: logit of token " + std::to_string(bad - logits.begin()) + " is " + fmt(*bad) +
+                      " (expected finite, or -inf for a masked token)");
+  }
+  if (scan.max == -kInf) return make_error("sampler: all logits are -inf (every token is masked)");
+  return scan.max;
+}
+
 }  // namespace
 
 Status SamplingParams::validate(uint32_t vocab_size) const {
@@ -126,127 +139,149 @@ Expected<SampledToken> Sampler::sample(std::span<const float> logits) {
   if (logits.size() != vocab_size_)
     return make_error("sampler: expected " + std::to_string(vocab_size_) + " logits, found " +
                       std::to_string(logits.size()));
-
-  // 1. NaN and +inf are errors; -inf masks a token.
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  const kernels::MaxScan scan = kernels::scan_max(logits);
-  if (!scan.finite_or_minus_inf) {
-    const auto bad = std::find_if(logits.begin(), logits.end(), [](float x) { return !(x < kInf); });
-    return make_error("sampler: logit of token " + std::to_string(bad - logits.begin()) + " is " + fmt(*bad) +
-                      " (expected finite, or -inf for a masked token)");
-  }
-  const float max = scan.max;
-  if (max == -kInf) return make_error("sampler: all logits are -inf (every token is masked)");
+  KIPP_ASSIGN_OR_RETURN(const float max, checked_max(logits));
 
   // 2. Log-probabilities of the raw logits and the top alternatives.
   const double lse = log_sum_exp(logits, max);
   SampledToken result;
-  std::vector<Candidate>& c = candidates_;
-  const uint32_t n_top = std::min(params_.top_logprobs, vocab_size_);
-  if (n_top > 0) {
-    for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logprob_of(logits[i], lse)), i};
-    std::partial_sort(c.begin(), c.begin() + n_top, c.end(), more_likely);
-    result.top.reserve(n_top);
-    for (uint32_t k = 0; k < n_top; ++k) result.top.push_back({c[k].id, static_cast<float>(c[k].value)});
-  }
+  result.top = top_alternatives(logits, lse);
 
   // 3. Working values: the raw logits except where bias or penalties moved them (touched_).
   adjust(logits);
-  uint32_t chosen = 0;
-  if (params_.temperature == 0.0f) {
-    chosen = greedy(logits);
-  } else {
-    constexpr double kMasked = -std::numeric_limits<double>::infinity();
-    for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logits[i]), i};
-    for (const auto& [id, value] : touched_) c[id].value = value;
-    // 5. Candidates: every unmasked token, in id order, scaled by temperature.
-    const double temperature = params_.temperature;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < vocab_size_; ++i)
-      if (c[i].value != kMasked) c[n++] = {c[i].value / temperature, i};
-    const auto begin = c.begin();
-    auto at = [&](uint32_t k) { return begin + static_cast<std::ptrdiff_t>(k); };
-    bool reordered = false;
-    if (params_.top_k > 0 && params_.top_k < n) {
-      std::nth_element(begin, at(params_.top_k), at(n), more_likely);
-      n = params_.top_k;
-      reordered = true;
-    }
-    // Softmax, unnormalized: the best token's weight is exactly 1.
-    double best = kMasked;
-    for (uint32_t k = 0; k < n; ++k) best = std::max(best, c[k].value);
-    for (uint32_t k = 0; k < n; ++k) c[k].value = static_cast<double>(std::exp(static_cast<float>(c[k].value - best)));
-    // min_p relative to the best token's weight (1), which always stays.
-    if (params_.min_p > 0.0f) {
-      const double threshold = params_.min_p;
-      uint32_t kept = 0;
-      for (uint32_t k = 0; k < n; ++k)
-        if (c[k].value >= threshold) c[kept++] = c[k];
-      n = kept;
-    }
-    double total = 0;
-    for (uint32_t k = 0; k < n; ++k) total += c[k].value;
-    // top_p: find the most likely tokens a growing block at a time (partition the rest, sum the
-    // block), then sort only the block where the mass is reached and cut there.
-    if (params_.top_p < 1.0f) {
-      const double target = static_cast<double>(params_.top_p) * total;
-      // A token lighter than (1 - top_p) * total / n cannot be in the nucleus: all the tokens no
-      // more likely than it weigh less than (1 - top_p) * total together, so those more likely
-      // already exceed the target. Dropping them first makes the rest cheap; the best token
-      // (weight 1 >= the mean weight > floor) always stays.
-      const double floor = (1.0 - static_cast<double>(params_.top_p)) * total / n;
-      uint32_t heavy = 0;
-      for (uint32_t k = 0; k < n; ++k)
-        if (c[k].value >= floor) c[heavy++] = c[k];
-      n = heavy;
-      double mass = 0;
-      uint32_t done = 0, block_end = std::min<uint32_t>(n, 64), kept = n;
-      while (done < n) {
-        if (block_end < n) std::nth_element(at(done), at(block_end), at(n), more_likely);
-        double block_mass = 0;
-        for (uint32_t k = done; k < block_end; ++k) block_mass += c[k].value;
-        if (mass + block_mass >= target || block_end == n) {
-          std::sort(at(done), at(block_end), more_likely);
-          for (; done < block_end; ++done) {
-            mass += c[done].value;
-            if (mass >= target) break;
-          }
-          if (done < block_end) {
-            kept = done + 1;
-            break;
-          }
-        } else {
-          mass += block_mass;
-          done = block_end;
-        }
-        block_end = static_cast<uint32_t>(std::min<uint64_t>(n, uint64_t{block_end} * 2));
-      }
-      n = kept;
-      total = 0;
-      for (uint32_t k = 0; k < n; ++k) total += c[k].value;
-      reordered = true;
-    }
-    // The draw walks the kept tokens in id order, whatever the truncation did to the order, so
-    // the result does not depend on the standard library's nth_element.
-    if (reordered) std::sort(begin, at(n), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
-    // 6. One draw from the generator's raw bits. If rounding carries `point` past the end, the
-    // last token with weight > 0 is chosen.
-    const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
-    const double point = u * total;
-    double cumulative = 0;
-    chosen = c[0].id;
-    for (uint32_t k = 0; k < n; ++k) {
-      if (c[k].value <= 0) continue;
-      cumulative += c[k].value;
-      chosen = c[k].id;
-      if (point < cumulative) break;
-    }
-  }
+  const uint32_t chosen = params_.temperature == 0.0f ? greedy(logits) : draw(logits);
 
   result.id = chosen;
   result.logprob = logprob_of(logits[chosen], lse);
   observe(std::span<const uint32_t>(&chosen, 1));
   return result;
+}
+
+std::vector<TokenLogprob> Sampler::top_alternatives(std::span<const float> logits, double lse) {
+  std::vector<TokenLogprob> top;
+  const uint32_t n_top = std::min(params_.top_logprobs, vocab_size_);
+  if (n_top == 0) return top;
+  std::vector<Candidate>& c = candidates_;
+  for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logprob_of(logits[i], lse)), i};
+  std::partial_sort(c.begin(), c.begin() + n_top, c.end(), more_likely);
+  top.reserve(n_top);
+  for (uint32_t k = 0; k < n_top; ++k) top.push_back({c[k].id, static_cast<float>(c[k].value)});
+  return top;
+}
+
+// 5. and 6.: truncate the candidates, then one draw among those kept.
+uint32_t Sampler::draw(std::span<const float> logits) {
+  uint32_t n = scaled_candidates(logits);
+  bool reordered = false;
+  if (params_.top_k > 0 && params_.top_k < n) {
+    std::nth_element(candidate(0), candidate(params_.top_k), candidate(n), more_likely);
+    n = params_.top_k;
+    reordered = true;
+  }
+  n = weigh(n);
+  double total = total_weight(n);
+  if (params_.top_p < 1.0f) {
+    n = nucleus(n, total);
+    total = total_weight(n);
+    reordered = true;
+  }
+  // The draw walks the kept tokens in id order, whatever the truncation did to the order, so
+  // the result does not depend on the standard library's nth_element.
+  if (reordered)
+    std::sort(candidate(0), candidate(n), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  return pick(n, total);
+}
+
+std::vector<Sampler::Candidate>::iterator Sampler::candidate(uint32_t k) {
+  return candidates_.begin() + static_cast<std::ptrdiff_t>(k);
+}
+
+// The candidates: every unmasked token, in id order, its working value scaled by temperature.
+uint32_t Sampler::scaled_candidates(std::span<const float> logits) {
+  constexpr double kMasked = -std::numeric_limits<double>::infinity();
+  std::vector<Candidate>& c = candidates_;
+  for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logits[i]), i};
+  for (const auto& [id, value] : touched_) c[id].value = value;
+  const double temperature = params_.temperature;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < vocab_size_; ++i)
+    if (c[i].value != kMasked) c[n++] = {c[i].value / temperature, i};
+  return n;
+}
+
+// Softmax, unnormalized: the best token's weight is exactly 1. Then min_p relative to that
+// weight (1), so the best token always stays. Returns the count kept.
+uint32_t Sampler::weigh(uint32_t n) {
+  std::vector<Candidate>& c = candidates_;
+  double best = -std::numeric_limits<double>::infinity();
+  for (uint32_t k = 0; k < n; ++k) best = std::max(best, c[k].value);
+  for (uint32_t k = 0; k < n; ++k) c[k].value = static_cast<double>(std::exp(static_cast<float>(c[k].value - best)));
+  if (params_.min_p > 0.0f) {
+    const double threshold = params_.min_p;
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < n; ++k)
+      if (c[k].value >= threshold) c[kept++] = c[k];
+    n = kept;
+  }
+  return n;
+}
+
+double Sampler::total_weight(uint32_t n) const {
+  double total = 0;
+  for (uint32_t k = 0; k < n; ++k) total += candidates_[k].value;
+  return total;
+}
+
+// top_p of the n candidates weighing `total`: find the most likely tokens a growing block at a
+// time (partition the rest, sum the block), then sort only the block where the mass is reached
+// and cut there. Returns the count kept, most likely first.
+uint32_t Sampler::nucleus(uint32_t n, double total) {
+  std::vector<Candidate>& c = candidates_;
+  const double target = static_cast<double>(params_.top_p) * total;
+  // A token lighter than (1 - top_p) * total / n cannot be in the nucleus: all the tokens no
+  // more likely than it weigh less than (1 - top_p) * total together, so those more likely
+  // already exceed the target. Dropping them first makes the rest cheap; the best token
+  // (weight 1 >= the mean weight > floor) always stays.
+  const double floor = (1.0 - static_cast<double>(params_.top_p)) * total / n;
+  uint32_t heavy = 0;
+  for (uint32_t k = 0; k < n; ++k)
+    if (c[k].value >= floor) c[heavy++] = c[k];
+  n = heavy;
+  double mass = 0;
+  uint32_t done = 0, block_end = std::min<uint32_t>(n, 64);
+  while (done < n) {
+    if (block_end < n) std::nth_element(candidate(done), candidate(block_end), candidate(n), more_likely);
+    double block_mass = 0;
+    for (uint32_t k = done; k < block_end; ++k) block_mass += c[k].value;
+    if (mass + block_mass >= target || block_end == n) {
+      std::sort(candidate(done), candidate(block_end), more_likely);
+      for (; done < block_end; ++done) {
+        mass += c[done].value;
+        if (mass >= target) return done + 1;
+      }
+    } else {
+      mass += block_mass;
+      done = block_end;
+    }
+    block_end = static_cast<uint32_t>(std::min<uint64_t>(n, uint64_t{block_end} * 2));
+  }
+  return n;
+}
+
+// 6. One draw from the generator's raw bits. If rounding carries `point` past the end, the
+// last token with weight > 0 is chosen.
+uint32_t Sampler::pick(uint32_t n, double total) {
+  const std::vector<Candidate>& c = candidates_;
+  const double u = static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  const double point = u * total;
+  double cumulative = 0;
+  uint32_t chosen = c[0].id;
+  for (uint32_t k = 0; k < n; ++k) {
+    if (c[k].value <= 0) continue;
+    cumulative += c[k].value;
+    chosen = c[k].id;
+    if (point < cumulative) break;
+  }
+  return chosen;
 }
 
 void Sampler::adjust(std::span<const float> logits) {

@@ -71,8 +71,18 @@ class Sampler {
   // Ids whose working value differs from their logit (biased or penalized), with that value.
   std::vector<std::pair<uint32_t, double>> touched_;
 
+  // The steps of sample(), in the order sampler.cpp describes. Counts are of candidates_'s
+  // leading entries, the candidates still kept.
+  std::vector<TokenLogprob> top_alternatives(std::span<const float> logits, double lse);
   void adjust(std::span<const float> logits);
   uint32_t greedy(std::span<const float> logits);
+  uint32_t draw(std::span<const float> logits);
+  uint32_t scaled_candidates(std::span<const float> logits);
+  uint32_t weigh(uint32_t n);
+  double total_weight(uint32_t n) const;
+  uint32_t nucleus(uint32_t n, double total);
+  uint32_t pick(uint32_t n, double total);
+  std::vector<Candidate>::iterator candidate(uint32_t k);
 };
 
 // Numerically stable log-softmax of `logits` into `out` (same size): max subtracted, sum in

@@ -199,24 +199,176 @@ KIPP_AVX512 inline void add_weighted_values(const Block& values, size_t visible,
   }
 }
 
+// The steps of attention_tile below are always inlined into it: each is one pass of the tile's
+// loop, and inlined they compile to the instructions the loop would have in one body.
+#define KIPP_AVX512_STEP KIPP_AVX512 __attribute__((always_inline)) inline
+
+// A tile's queries (rows x group: query i = row * group + h) and its scratch, carved from one
+// buffer: the K/V block widened, and per query its running softmax state, the block's scores
+// and its values in the vector order.
+template <size_t Chunks>
+struct Tile {
+  static constexpr size_t kHeadDim = Chunks * 16;
+  size_t rows, group;
+  float* out;
+  size_t out_stride;
+  float* keys;           // kBlock x head_dim, widened
+  float* values;         // kBlock x head_dim, widened
+  float* state;          // per query: running max, running sum
+  float* scores;         // per query: the block's scores, then weights
+  float* keep;           // per query: the rescaling of what came before
+  float* split_queries;  // per query: its values in the vector order
+
+  Tile(size_t row_count, size_t group_size, float* output, size_t output_stride, float* scratch)
+      : rows(row_count), group(group_size), out(output), out_stride(output_stride), keys(scratch),
+        values(keys + kBlock * kHeadDim), state(values + kBlock * kHeadDim), scores(state + 2 * queries()),
+        keep(scores + kBlock * queries()), split_queries(keep + queries()) {}
+  size_t queries() const { return rows * group; }
+  float* result_of(size_t i) const { return out + (i / group) * out_stride + (i % group) * kHeadDim; }
+};
+
+// The K/V block at position `base` with `count` positions present, as the tile's rows see it.
+struct BlockSpan {
+  size_t first_position, base, count;
+  // Keys of this block that query row `row` sees (0 when the block is after it).
+  size_t visible(size_t row) const {
+    const size_t position = first_position + row;
+    return position < base ? 0 : std::min(count, position + 1 - base);
+  }
+};
+
+// Every query starts with no keys seen: max -inf, sum 0, result 0, and its values in vector order.
+template <size_t Chunks>
+KIPP_AVX512_STEP void start_tile(const Tile<Chunks>& tile, const float* q, size_t q_stride) {
+  constexpr size_t kHeadDim = Tile<Chunks>::kHeadDim;
+  const size_t group = tile.group;
+  for (size_t i = 0; i < tile.queries(); ++i) {
+    tile.state[2 * i] = -INFINITY;
+    tile.state[2 * i + 1] = 0.0f;
+    std::fill(tile.result_of(i), tile.result_of(i) + kHeadDim, 0.0f);
+    deinterleave<Chunks>(q + (i / group) * q_stride + (i % group) * kHeadDim, tile.split_queries + i * kHeadDim);
+  }
+}
+
+// The block's keys and values converted once into the tile's scratch.
+template <size_t Chunks>
+KIPP_AVX512_STEP void widen_block(const Tile<Chunks>& tile, const StoredBlock& keys, const StoredBlock& values) {
+  constexpr size_t kHeadDim = Tile<Chunks>::kHeadDim;
+  for (size_t t = 0; t < kBlock; ++t)
+    for (size_t c = 0; c < Chunks; ++c) {
+      _mm512_storeu_ps(tile.keys + t * kHeadDim + c * 16, keys.load(t, c));
+      _mm512_storeu_ps(tile.values + t * kHeadDim + c * 16, values.load(t, c));
+    }
+}
+
+// Pass 1: every query's scaled scores against the block's keys, -inf for the keys it does not
+// see. The first query also requests the rows fetch_ahead names while it scores.
+template <size_t Chunks, bool Widen, typename Block>
+KIPP_AVX512_STEP void score_block(const Tile<Chunks>& tile, const BlockSpan& span, const Block& key_block,
+                                  const FetchAhead& fetch_ahead, float scale) {
+  constexpr size_t kHeadDim = Tile<Chunks>::kHeadDim;
+  const size_t group = tile.group;
+  const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  for (size_t row = 0; row < tile.rows; ++row) {
+    const size_t visible = span.visible(row);
+    if (visible == 0) continue;
+    const __mmask16 low = visible >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << visible) - 1);
+    const __mmask16 high = visible <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (visible - 16)) - 1);
+    for (size_t h = 0; h < group; h += 2) {
+      const size_t i = row * group + h;
+      const bool paired = h + 1 < group;
+      float* row_scores = tile.scores + i * kBlock;
+      const float* query_values = tile.split_queries + i * kHeadDim;
+      // Two queries of the row share each key (converted or loaded once) when it has them.
+      if (paired) {
+        float* next_scores = row_scores + kBlock;
+        for (size_t first = 0; first < visible; first += 8) {
+          if (!Widen && i == 0) fetch_ahead.group<Chunks>(first);
+          const __m512 both = scores8x2<Chunks>(query_values, query_values + kHeadDim, key_block, first);
+          _mm512_mask_storeu_ps(row_scores + first, 0x00FF, both);
+          _mm512_mask_storeu_ps(next_scores + first - 8, 0xFF00, both);
+        }
+      } else {
+        if (!Widen && i == 0)
+          for (size_t first = 0; first < kBlock; first += 8) fetch_ahead.group<Chunks>(first);
+        __m512 query[Chunks];
+#pragma GCC unroll 16
+        for (size_t c = 0; c < Chunks; ++c) query[c] = _mm512_loadu_ps(query_values + c * 16);
+        _mm512_storeu_ps(row_scores, scores16(query, key_block, 0));
+        if (visible > 16) _mm512_storeu_ps(row_scores + 16, scores16(query, key_block, 16));
+      }
+      for (size_t pair = 0; pair < (paired ? 2 : 1); ++pair) {
+        float* pair_scores = row_scores + pair * kBlock;
+        _mm512_storeu_ps(pair_scores, _mm512_mask_blend_ps(low, minus_infinity,
+                                                           _mm512_mul_ps(_mm512_loadu_ps(pair_scores), scale_v)));
+        _mm512_storeu_ps(pair_scores + 16, _mm512_mask_blend_ps(high, minus_infinity,
+                                                                _mm512_mul_ps(_mm512_loadu_ps(pair_scores + 16), scale_v)));
+      }
+    }
+  }
+}
+
+// Pass 2, the online softmax: each query's running max and sum take in the block's scores, the
+// scores become weights relative to the new max, and keep says how to rescale what came before.
+template <size_t Chunks>
+KIPP_AVX512_STEP void update_softmax(const Tile<Chunks>& tile, const BlockSpan& span) {
+  const size_t group = tile.group;
+  float* state = tile.state;
+  for (size_t row = 0; row < tile.rows; ++row) {
+    if (span.visible(row) == 0) continue;
+    for (size_t i = row * group; i < (row + 1) * group; ++i) {
+      float* row_scores = tile.scores + i * kBlock;
+      const __m512 s0 = _mm512_loadu_ps(row_scores), s1 = _mm512_loadu_ps(row_scores + 16);
+      const float new_max = std::max(state[2 * i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
+      tile.keep[i] = std::exp(state[2 * i] - new_max);
+      const __m512 shift = _mm512_set1_ps(new_max);
+      // exp(-inf) is 0: invisible keys get no weight.
+      const __m512 p0 = exp_nonpositive(_mm512_sub_ps(s0, shift));
+      const __m512 p1 = exp_nonpositive(_mm512_sub_ps(s1, shift));
+      _mm512_storeu_ps(row_scores, p0);
+      _mm512_storeu_ps(row_scores + 16, p1);
+      state[2 * i + 1] = state[2 * i + 1] * tile.keep[i] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+      state[2 * i] = new_max;
+    }
+  }
+}
+
+// Pass 3: every query's result, rescaled by keep, plus the block's values by their weights.
+template <size_t Chunks, typename Block>
+KIPP_AVX512_STEP void add_block_values(const Tile<Chunks>& tile, const BlockSpan& span, const Block& value_block) {
+  constexpr size_t kHeadDim = Tile<Chunks>::kHeadDim;
+  const size_t group = tile.group;
+  const float* scores = tile.scores;
+  const float* keep = tile.keep;
+  for (size_t row = 0; row < tile.rows; ++row) {
+    const size_t visible = span.visible(row);
+    if (visible == 0) continue;
+    float* row_out = tile.out + row * tile.out_stride;
+    for (size_t h = 0; h < group; h += 2) {
+      const size_t i = row * group + h;
+      // Two queries of a row share each value load.
+      if (h + 1 < group) {
+        float* const results[2] = {row_out + h * kHeadDim, row_out + (h + 1) * kHeadDim};
+        const float* const weights[2] = {scores + i * kBlock, scores + (i + 1) * kBlock};
+        const float kept[2] = {keep[i], keep[i + 1]};
+        add_weighted_values<Chunks>(value_block, visible, results, weights, kept);
+      } else {
+        float* const results[1] = {row_out + h * kHeadDim};
+        const float* const weights[1] = {scores + i * kBlock};
+        const float kept[1] = {keep[i]};
+        add_weighted_values<Chunks>(value_block, visible, results, weights, kept);
+      }
+    }
+  }
+}
+
 template <size_t Chunks, bool Widen>
 KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, size_t first_position, size_t group,
                                 const KvLayerView& kv, float scale, float* scratch, float* out, size_t out_stride) {
   constexpr size_t kHeadDim = Chunks * 16;
-  float* keys = scratch;  // kBlock x head_dim, widened
-  float* values = keys + kBlock * kHeadDim;
-  const size_t queries = rows * group;
-  float* state = values + kBlock * kHeadDim;  // per query: running max, running sum
-  float* scores = state + 2 * queries;        // per query: the block's scores, then weights
-  float* keep = scores + kBlock * queries;    // per query: the rescaling of what came before
-  float* split_queries = keep + queries;      // per query: its values in the vector order
-  const auto result_of = [&](size_t i) { return out + (i / group) * out_stride + (i % group) * kHeadDim; };
-  for (size_t i = 0; i < queries; ++i) {
-    state[2 * i] = -INFINITY;
-    state[2 * i + 1] = 0.0f;
-    std::fill(result_of(i), result_of(i) + kHeadDim, 0.0f);
-    deinterleave<Chunks>(q + (i / group) * q_stride + (i % group) * kHeadDim, split_queries + i * kHeadDim);
-  }
+  const Tile<Chunks> tile(rows, group, out, out_stride, scratch);
+  start_tile(tile, q, q_stride);
   const size_t last = first_position + rows - 1;
   if constexpr (!Widen) fetch_rows<Chunks>(kv.blocks[0] + kv.k_offset, kv.position_stride, std::min(kBlock, last + 1));
   for (size_t base = 0; base <= last; base += kBlock) {
@@ -234,107 +386,26 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
                                  kv.position_stride};
     const StoredBlock stored_keys{block + kv.k_offset, kv.position_stride, count};
     const StoredBlock stored_values{block + kv.v_offset, kv.position_stride, count};
-    if constexpr (Widen)
-      for (size_t t = 0; t < kBlock; ++t)
-        for (size_t c = 0; c < Chunks; ++c) {
-          _mm512_storeu_ps(keys + t * kHeadDim + c * 16, stored_keys.load(t, c));
-          _mm512_storeu_ps(values + t * kHeadDim + c * 16, stored_values.load(t, c));
-        }
+    if constexpr (Widen) widen_block(tile, stored_keys, stored_values);
     const auto key_block = [&] {
-      if constexpr (Widen) return WidenedBlock{keys, kHeadDim};
+      if constexpr (Widen) return WidenedBlock{tile.keys, kHeadDim};
       else return stored_keys;
     }();
     const auto value_block = [&] {
-      if constexpr (Widen) return WidenedBlock{values, kHeadDim};
+      if constexpr (Widen) return WidenedBlock{tile.values, kHeadDim};
       else return stored_values;
     }();
-    // Keys of this block that query row `row` sees (0 when the block is after it).
-    const auto visible_of = [&](size_t row) {
-      const size_t position = first_position + row;
-      return position < base ? 0 : std::min(count, position + 1 - base);
-    };
     // Three passes over the tile's queries, each a loop of independent iterations the core
     // can overlap: the block's scores, the softmax update, the weighted sum of the values.
     // Queries are walked as (row, head h of the group), query i = row * group + h, so no query
     // index is divided by the group size.
-    const __m512 minus_infinity = _mm512_set1_ps(-INFINITY);
-    const __m512 scale_v = _mm512_set1_ps(scale);
-    for (size_t row = 0; row < rows; ++row) {
-      const size_t visible = visible_of(row);
-      if (visible == 0) continue;
-      const __mmask16 low = visible >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << visible) - 1);
-      const __mmask16 high = visible <= 16 ? __mmask16(0) : static_cast<__mmask16>((1u << (visible - 16)) - 1);
-      for (size_t h = 0; h < group; h += 2) {
-        const size_t i = row * group + h;
-        const bool paired = h + 1 < group;
-        float* row_scores = scores + i * kBlock;
-        const float* query_values = split_queries + i * kHeadDim;
-        // Two queries of the row share each key (converted or loaded once) when it has them.
-        if (paired) {
-          float* next_scores = row_scores + kBlock;
-          for (size_t first = 0; first < visible; first += 8) {
-            if (!Widen && i == 0) fetch_ahead.group<Chunks>(first);
-            const __m512 both = scores8x2<Chunks>(query_values, query_values + kHeadDim, key_block, first);
-            _mm512_mask_storeu_ps(row_scores + first, 0x00FF, both);
-            _mm512_mask_storeu_ps(next_scores + first - 8, 0xFF00, both);
-          }
-        } else {
-          if (!Widen && i == 0)
-            for (size_t first = 0; first < kBlock; first += 8) fetch_ahead.group<Chunks>(first);
-          __m512 query[Chunks];
-#pragma GCC unroll 16
-          for (size_t c = 0; c < Chunks; ++c) query[c] = _mm512_loadu_ps(query_values + c * 16);
-          _mm512_storeu_ps(row_scores, scores16(query, key_block, 0));
-          if (visible > 16) _mm512_storeu_ps(row_scores + 16, scores16(query, key_block, 16));
-        }
-        for (size_t pair = 0; pair < (paired ? 2 : 1); ++pair) {
-          float* pair_scores = row_scores + pair * kBlock;
-          _mm512_storeu_ps(pair_scores, _mm512_mask_blend_ps(low, minus_infinity,
-                                                             _mm512_mul_ps(_mm512_loadu_ps(pair_scores), scale_v)));
-          _mm512_storeu_ps(pair_scores + 16, _mm512_mask_blend_ps(high, minus_infinity,
-                                                                  _mm512_mul_ps(_mm512_loadu_ps(pair_scores + 16), scale_v)));
-        }
-      }
-    }
-    for (size_t row = 0; row < rows; ++row) {
-      if (visible_of(row) == 0) continue;
-      for (size_t i = row * group; i < (row + 1) * group; ++i) {
-        float* row_scores = scores + i * kBlock;
-        const __m512 s0 = _mm512_loadu_ps(row_scores), s1 = _mm512_loadu_ps(row_scores + 16);
-        const float new_max = std::max(state[2 * i], _mm512_reduce_max_ps(_mm512_max_ps(s0, s1)));
-        keep[i] = std::exp(state[2 * i] - new_max);
-        const __m512 shift = _mm512_set1_ps(new_max);
-        // exp(-inf) is 0: invisible keys get no weight.
-        const __m512 p0 = exp_nonpositive(_mm512_sub_ps(s0, shift));
-        const __m512 p1 = exp_nonpositive(_mm512_sub_ps(s1, shift));
-        _mm512_storeu_ps(row_scores, p0);
-        _mm512_storeu_ps(row_scores + 16, p1);
-        state[2 * i + 1] = state[2 * i + 1] * keep[i] + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
-        state[2 * i] = new_max;
-      }
-    }
-    for (size_t row = 0; row < rows; ++row) {
-      const size_t visible = visible_of(row);
-      if (visible == 0) continue;
-      float* row_out = out + row * out_stride;
-      for (size_t h = 0; h < group; h += 2) {
-        const size_t i = row * group + h;
-        // Two queries of a row share each value load.
-        if (h + 1 < group) {
-          float* const results[2] = {row_out + h * kHeadDim, row_out + (h + 1) * kHeadDim};
-          const float* const weights[2] = {scores + i * kBlock, scores + (i + 1) * kBlock};
-          const float kept[2] = {keep[i], keep[i + 1]};
-          add_weighted_values<Chunks>(value_block, visible, results, weights, kept);
-        } else {
-          float* const results[1] = {row_out + h * kHeadDim};
-          const float* const weights[1] = {scores + i * kBlock};
-          const float kept[1] = {keep[i]};
-          add_weighted_values<Chunks>(value_block, visible, results, weights, kept);
-        }
-      }
-    }
+    const BlockSpan span{first_position, base, count};
+    score_block<Chunks, Widen>(tile, span, key_block, fetch_ahead, scale);
+    update_softmax(tile, span);
+    add_block_values(tile, span, value_block);
   }
-  for (size_t i = 0; i < queries; ++i) interleave<Chunks>(result_of(i), _mm512_set1_ps(1.0f / state[2 * i + 1]));
+  for (size_t i = 0; i < tile.queries(); ++i)
+    interleave<Chunks>(tile.result_of(i), _mm512_set1_ps(1.0f / tile.state[2 * i + 1]));
 }
 
 }  // namespace
