@@ -55,9 +55,8 @@ struct Measured {
 
 // `rows` query positions per sequence, the last `rows` of its `context` (1: a decode step; 32:
 // a prefill tile, as the backend hands attention 32 rows of one sequence at most).
-Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t rows, size_t sequences,
-                 size_t layers, size_t passes, size_t threads, kipp::kernels::BandwidthProbe& probe,
-                 std::mt19937& rng) {
+Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t rows, size_t sequences, size_t layers,
+                 size_t passes, size_t threads, kipp::kernels::BandwidthProbe& probe, std::mt19937& rng) {
   const size_t blocks = (context + kKvBlockPositions - 1) / kKvBlockPositions;
   // Per sequence, its blocks, each holding every layer's K and V as the backend's pool does.
   std::vector<std::vector<uint16_t>> storage(sequences * blocks);
@@ -80,24 +79,31 @@ Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t
   const float scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   const size_t items = sequences * kKvHeads;
 
-  const kipp::bench::PassTimes timed = kipp::bench::time_passes(threads, passes, [&](size_t t) {
-    for (size_t l = 0; l < layers; ++l) {
-      const size_t k_offset = l * kLayerBlockElements, v_offset = k_offset + kKvBlockPositions * kKvWidth;
-      const auto view_of = [&](size_t item) {
-        const size_t g = item % kKvHeads;
-        return kipp::kernels::KvLayerView{block_tables[item / kKvHeads].data(), k_offset + g * kHeadRows,
-                                          v_offset + g * kHeadRows, 1, kHeadDim, kHeadDim};
-      };
-      // Round-robin, as the backend deals (sequence, kv head) items to its threads, each
-      // thread asking for its next item's K/V first.
-      for (size_t item = t; item < items; item += threads) {
-        if (item + threads < items) kipp::kernels::fetch_kv_rows(view_of(item + threads), context);
-        const size_t at = (item / kKvHeads) * sequence_width + (item % kKvHeads) * kGroup * kHeadDim;
-        table.attention_rows(q.data() + at, row_width, rows, context - rows, kGroup, view_of(item), scale,
-                             scratch[t].data(), out.data() + at, row_width);
-      }
-    }
-  }, &probe);
+  const kipp::bench::PassTimes timed = kipp::bench::time_passes(
+      threads, passes,
+      [&](size_t t) {
+        for (size_t l = 0; l < layers; ++l) {
+          const size_t k_offset = l * kLayerBlockElements, v_offset = k_offset + kKvBlockPositions * kKvWidth;
+          const auto view_of = [&](size_t item) {
+            const size_t g = item % kKvHeads;
+            return kipp::kernels::KvLayerView{block_tables[item / kKvHeads].data(),
+                                              k_offset + g * kHeadRows,
+                                              v_offset + g * kHeadRows,
+                                              1,
+                                              kHeadDim,
+                                              kHeadDim};
+          };
+          // Round-robin, as the backend deals (sequence, kv head) items to its threads, each
+          // thread asking for its next item's K/V first.
+          for (size_t item = t; item < items; item += threads) {
+            if (item + threads < items) kipp::kernels::fetch_kv_rows(view_of(item + threads), context);
+            const size_t at = (item / kKvHeads) * sequence_width + (item % kKvHeads) * kGroup * kHeadDim;
+            table.attention_rows(q.data() + at, row_width, rows, context - rows, kGroup, view_of(item), scale,
+                                 scratch[t].data(), out.data() + at, row_width);
+          }
+        }
+      },
+      &probe);
   // The K and V bytes one pass must read: every visible position of every layer and sequence;
   // the FLOPs: Q.K and P.V over every visible (query, key) pair, per query head.
   const double bytes = 2.0 * 2.0 * static_cast<double>(context * kKvWidth * layers * sequences);
@@ -105,8 +111,8 @@ Measured measure(const kipp::kernels::KernelTable& table, size_t context, size_t
                        static_cast<double>(rows) * static_cast<double>(rows + 1) / 2;
   const double flops = 2.0 * 2.0 * pairs * kHeadDim * kQueryHeads * static_cast<double>(layers * sequences);
   const double seconds = timed.median_seconds;
-  return {seconds, bytes / seconds / 1e9, flops / seconds / 1e9, seconds * 1e6 / static_cast<double>(sequences * layers),
-          timed.bandwidth_alongside_gb_per_second};
+  return {seconds, bytes / seconds / 1e9, flops / seconds / 1e9,
+          seconds * 1e6 / static_cast<double>(sequences * layers), timed.bandwidth_alongside_gb_per_second};
 }
 
 void usage() {
@@ -150,16 +156,20 @@ int main(int argc, char** argv) {
   const kipp::kernels::KernelTable& table = kipp::kernels::cpu_kernels();
   auto [result, bandwidth, probe] = kipp::bench::start_result(kProgram, argc, argv, table.name, common.threads);
   std::mt19937 rng(7);
-  result["shape"] = {{"query_heads", kQueryHeads}, {"kv_heads", kKvHeads}, {"head_dim", kHeadDim},
-                     {"layers", layers},          {"query_rows", rows}};
+  result["shape"] = {{"query_heads", kQueryHeads},
+                     {"kv_heads", kKvHeads},
+                     {"head_dim", kHeadDim},
+                     {"layers", layers},
+                     {"query_rows", rows}};
   for (size_t sequences : sequence_counts)
     for (size_t context : contexts) {
       const Measured m = measure(table, context, rows, sequences, layers, common.passes, common.threads, *probe, rng);
-      std::fprintf(stderr,
-                   "sequences %2zu context %5zu  %7.2f GB/s K/V (%3.0f%% of the %.1f GB/s read alongside)  %7.1f GFLOP/s  "
-                   "%7.1f us per sequence and layer\n",
-                   sequences, context, m.kv_gb_per_second, 100 * m.kv_gb_per_second / m.bandwidth_alongside_gb_per_second,
-                   m.bandwidth_alongside_gb_per_second, m.gflop_per_second, m.microseconds_per_sequence_layer);
+      std::fprintf(
+          stderr,
+          "sequences %2zu context %5zu  %7.2f GB/s K/V (%3.0f%% of the %.1f GB/s read alongside)  %7.1f GFLOP/s  "
+          "%7.1f us per sequence and layer\n",
+          sequences, context, m.kv_gb_per_second, 100 * m.kv_gb_per_second / m.bandwidth_alongside_gb_per_second,
+          m.bandwidth_alongside_gb_per_second, m.gflop_per_second, m.microseconds_per_sequence_layer);
       result["runs"].push_back({{"sequences", sequences},
                                 {"context", context},
                                 {"median_pass_seconds", m.seconds},

@@ -127,7 +127,8 @@ PassTimes time_passes(size_t threads, size_t passes, const ThreadBody& thread_bo
   };
   pass();
   std::vector<double> times, bandwidths;
-  const double probe_gigabytes = alongside == nullptr ? 0.0 : static_cast<double>(alongside->result().buffer_bytes) / 1e9;
+  const double probe_gigabytes =
+      alongside == nullptr ? 0.0 : static_cast<double>(alongside->result().buffer_bytes) / 1e9;
   for (size_t p = 0; p < passes; ++p) {
     const Clock::time_point start = Clock::now();
     pass();

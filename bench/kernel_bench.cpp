@@ -35,8 +35,8 @@ using kipp::GgmlType;
 using kipp::bench::Clock;
 using kipp::bench::median;
 using kipp::bench::parse_count;
-using kipp::bench::split_list;
 using kipp::bench::seconds_since;
+using kipp::bench::split_list;
 
 constexpr const char* kProgram = "kernel_bench";
 
@@ -104,21 +104,24 @@ Measured measure(const kipp::kernels::KernelTable& table, GgmlType type, size_t 
   table.prepare_rows(in, 0, rows);
   std::vector<float> out(rows * outputs);
 
-  const kipp::bench::PassTimes timed = kipp::bench::time_passes(threads, passes, [&](size_t t) {
-    // Whole panels of 16 outputs each, as the backend shares them.
-    const size_t units = (outputs + 15) / 16;
-    const size_t begin = std::min(outputs, 16 * (units * t / threads));
-    const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
-    for (size_t lap = 0; lap < laps; ++lap)
-      for (size_t c = 0; c < copies; ++c) {
-        const uint8_t* data = weights.get() + c * one.size();
-        kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
-        w.panels = panels;
-        w.data += begin * w.row_bytes;
-        w.rows = end - begin;
-        table.matmul(w, in, out.data() + begin, outputs);
-      }
-  }, &probe);
+  const kipp::bench::PassTimes timed = kipp::bench::time_passes(
+      threads, passes,
+      [&](size_t t) {
+        // Whole panels of 16 outputs each, as the backend shares them.
+        const size_t units = (outputs + 15) / 16;
+        const size_t begin = std::min(outputs, 16 * (units * t / threads));
+        const size_t end = std::min(outputs, 16 * (units * (t + 1) / threads));
+        for (size_t lap = 0; lap < laps; ++lap)
+          for (size_t c = 0; c < copies; ++c) {
+            const uint8_t* data = weights.get() + c * one.size();
+            kipp::kernels::WeightMatrix w = kipp::kernels::make_weight_matrix(type, data, outputs, cols);
+            w.panels = panels;
+            w.data += begin * w.row_bytes;
+            w.rows = end - begin;
+            table.matmul(w, in, out.data() + begin, outputs);
+          }
+      },
+      &probe);
   const double seconds = timed.median_seconds;
   const double read = static_cast<double>(laps * copies);
   return {seconds, read * static_cast<double>(one.size()) / seconds / 1e9,

@@ -46,8 +46,8 @@ std::string chat(const std::string& user, const std::string& assistant_start) {
 }
 
 std::vector<Case> cases() {
-  const char* fruits[] = {"apples", "pears", "plums", "cherries", "grapes", "lemons", "limes", "mangoes",
-                          "peaches", "apricots", "figs", "dates", "kiwis", "melons", "oranges", "papayas"};
+  const char* fruits[] = {"apples",  "pears",    "plums", "cherries", "grapes", "lemons", "limes",   "mangoes",
+                          "peaches", "apricots", "figs",  "dates",    "kiwis",  "melons", "oranges", "papayas"};
   std::string list;
   for (int i = 0; i < 16; ++i) list += std::to_string(i + 1) + ". " + fruits[i] + "\n";
   const std::string code =
@@ -64,8 +64,20 @@ std::vector<Case> cases() {
   const uint32_t hello = 9707;  // "Hello" in the Qwen3 vocabulary
   return {
       {"forced_repetition_bias", "ceiling", "Say hello:", 1.0f, 0.0f, 0.0f, {{hello, 100.0f}}},
-      {"repeat_list", "copy-heavy", chat("Repeat this list exactly:\n" + list, list.substr(0, list.find("4."))), 1.0f, 0.0f, 0.0f, {}},
-      {"repeat_code", "copy-heavy", chat("Repeat this code exactly:\n" + code, code.substr(0, code.find("def variance"))), 1.0f, 0.0f, 0.0f, {}},
+      {"repeat_list",
+       "copy-heavy",
+       chat("Repeat this list exactly:\n" + list, list.substr(0, list.find("4."))),
+       1.0f,
+       0.0f,
+       0.0f,
+       {}},
+      {"repeat_code",
+       "copy-heavy",
+       chat("Repeat this code exactly:\n" + code, code.substr(0, code.find("def variance"))),
+       1.0f,
+       0.0f,
+       0.0f,
+       {}},
       {"long_repeated_context", "copy-heavy", context + paragraph.substr(0, 60), 1.0f, 0.0f, 0.0f, {}},
       {"free_text", "no-copy", story, 1.0f, 0.0f, 0.0f, {}},
       {"free_text_penalized", "no-copy", story, 1.3f, 1.0f, 0.0f, {}},
@@ -87,15 +99,21 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return kipp::bench::option_value("spec_bench", argc, argv, i); };
-    if (arg == "--model") model_path = value();
-    else if (arg == "--max-tokens") max_tokens = static_cast<uint32_t>(std::stoul(value()));
-    else if (arg == "--repeats") repeats = static_cast<uint32_t>(std::stoul(value()));
-    else if (arg == "--draft") draft = static_cast<uint32_t>(std::stoul(value()));
-    else if (arg == "--out") out_path = value();
+    if (arg == "--model")
+      model_path = value();
+    else if (arg == "--max-tokens")
+      max_tokens = static_cast<uint32_t>(std::stoul(value()));
+    else if (arg == "--repeats")
+      repeats = static_cast<uint32_t>(std::stoul(value()));
+    else if (arg == "--draft")
+      draft = static_cast<uint32_t>(std::stoul(value()));
+    else if (arg == "--out")
+      out_path = value();
     else if (arg == "--help" || arg == "-h") {
       std::cout << "usage: spec_bench --model GGUF [--max-tokens 64] [--repeats 3] [--draft 8] [--out FILE.json]\n";
       return 0;
-    } else die("unknown argument " + arg);
+    } else
+      die("unknown argument " + arg);
   }
   if (model_path.empty()) die("--model is required");
   if (repeats == 0 || max_tokens == 0 || draft == 0) die("--repeats, --max-tokens and --draft must be positive");
@@ -112,7 +130,9 @@ int main(int argc, char** argv) {
   options.pool_blocks = 64;
   auto engine = must(kipp::Engine::open(model_path, options), "opening " + model_path);
   result["backend"] = engine->backend().name();
-  result["settings"] = {{"max_tokens", max_tokens}, {"repeats", repeats}, {"max_draft", draft},
+  result["settings"] = {{"max_tokens", max_tokens},
+                        {"repeats", repeats},
+                        {"max_draft", draft},
                         {"ngram_min", kipp::SpeculativeOptions{}.ngram_min},
                         {"ngram_max", kipp::SpeculativeOptions{}.ngram_max},
                         {"min_acceptance", kipp::SpeculativeOptions{}.min_acceptance}};
@@ -176,20 +196,26 @@ int main(int argc, char** argv) {
                        {"prompt_tokens", prompt.size()},
                        {"generated_tokens", last_plain.tokens.size()},
                        {"identical_output", true},
-                       {"plain", {{"median_wall_seconds", pw}, {"median_decode_seconds", pd},
-                                  {"decode_tokens_per_second", static_cast<double>(last_plain.tokens.size()) / pd},
-                                  {"decode_steps", last_plain.stats.decode_steps}}},
-                       {"spec", {{"median_wall_seconds", sw}, {"median_decode_seconds", sd},
-                                 {"decode_tokens_per_second", static_cast<double>(last_spec.tokens.size()) / sd},
-                                 {"decode_steps", s.decode_steps}, {"draft_steps", s.draft_steps},
-                                 {"drafted_tokens", s.drafted_tokens}, {"accepted_tokens", s.accepted_tokens},
-                                 {"acceptance", s.drafted_tokens ? double(s.accepted_tokens) / s.drafted_tokens : 0.0}}},
+                       {"plain",
+                        {{"median_wall_seconds", pw},
+                         {"median_decode_seconds", pd},
+                         {"decode_tokens_per_second", static_cast<double>(last_plain.tokens.size()) / pd},
+                         {"decode_steps", last_plain.stats.decode_steps}}},
+                       {"spec",
+                        {{"median_wall_seconds", sw},
+                         {"median_decode_seconds", sd},
+                         {"decode_tokens_per_second", static_cast<double>(last_spec.tokens.size()) / sd},
+                         {"decode_steps", s.decode_steps},
+                         {"draft_steps", s.draft_steps},
+                         {"drafted_tokens", s.drafted_tokens},
+                         {"accepted_tokens", s.accepted_tokens},
+                         {"acceptance", s.drafted_tokens ? double(s.accepted_tokens) / s.drafted_tokens : 0.0}}},
                        {"speedup_wall", pw / sw},
                        {"speedup_decode", pd / sd}};
     if (!c.logit_bias.empty()) row["logit_bias"] = c.logit_bias;
     if (c.repetition_penalty != 1.0f || c.presence_penalty != 0.0f || c.frequency_penalty != 0.0f)
-      row["penalties"] = {{"repetition", c.repetition_penalty}, {"presence", c.presence_penalty},
-                          {"frequency", c.frequency_penalty}};
+      row["penalties"] = {
+          {"repetition", c.repetition_penalty}, {"presence", c.presence_penalty}, {"frequency", c.frequency_penalty}};
     rows.push_back(row);
     std::fprintf(stderr, "%-22s %-14s plain %7.3f s  spec %7.3f s  speed-up %.2fx (decode %.2fx)  accepted %u/%u\n",
                  c.name.c_str(), c.kind.c_str(), pw, sw, pw / sw, pd / sd, s.accepted_tokens, s.drafted_tokens);

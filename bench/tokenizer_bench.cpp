@@ -59,18 +59,26 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) die(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--corpus") corpus_dir = next();
-    else if (arg == "--tokenizer") tokenizer_dir = next();
-    else if (arg == "--repeats") repeats = std::stoi(next());
-    else if (arg == "--threads") threads = static_cast<unsigned>(std::stoul(next()));
-    else if (arg == "--out") out_path = next();
-    else die("unknown argument " + arg);
+    if (arg == "--corpus")
+      corpus_dir = next();
+    else if (arg == "--tokenizer")
+      tokenizer_dir = next();
+    else if (arg == "--repeats")
+      repeats = std::stoi(next());
+    else if (arg == "--threads")
+      threads = static_cast<unsigned>(std::stoul(next()));
+    else if (arg == "--out")
+      out_path = next();
+    else
+      die("unknown argument " + arg);
   }
-  if (corpus_dir.empty() || tokenizer_dir.empty()) die("usage: tokenizer_bench --corpus DIR --tokenizer DIR [--repeats N] [--threads N] [--out FILE]");
+  if (corpus_dir.empty() || tokenizer_dir.empty())
+    die("usage: tokenizer_bench --corpus DIR --tokenizer DIR [--repeats N] [--threads N] [--out FILE]");
 
   kipp::HfTokenizerFiles files;
   files.tokenizer_json = must(kipp::read_text_file(tokenizer_dir + "/tokenizer.json"), "tokenizer.json");
-  files.tokenizer_config_json = must(kipp::read_text_file(tokenizer_dir + "/tokenizer_config.json"), "tokenizer_config.json");
+  files.tokenizer_config_json =
+      must(kipp::read_text_file(tokenizer_dir + "/tokenizer_config.json"), "tokenizer_config.json");
   const auto metadata = must(kipp::import_hf_tokenizer(files, 151936, 151643, 151645), "import");
   auto load_start = Clock::now();
   const Tokenizer warm = must(Tokenizer::create(metadata), "create");
@@ -99,11 +107,12 @@ int main(int argc, char** argv) {
     }
     if (ids != cold_ids) die(section + ": the cold and warm encodings differ");
     const double warm_s = median(times);
-    result["encode"][section] = {{"bytes", text.size()},
-                                 {"tokens", ids.size()},
-                                 {"bytes_per_token", static_cast<double>(text.size()) / static_cast<double>(ids.size())},
-                                 {"cold_cache_mb_per_s", mb_per_s(text.size(), cold)},
-                                 {"warm_cache_mb_per_s", mb_per_s(text.size(), warm_s)}};
+    result["encode"][section] = {
+        {"bytes", text.size()},
+        {"tokens", ids.size()},
+        {"bytes_per_token", static_cast<double>(text.size()) / static_cast<double>(ids.size())},
+        {"cold_cache_mb_per_s", mb_per_s(text.size(), cold)},
+        {"warm_cache_mb_per_s", mb_per_s(text.size(), warm_s)}};
     std::printf("encode %-12s %9zu bytes %8zu tokens  cold %6.1f MB/s  warm %6.1f MB/s\n", section.c_str(), text.size(),
                 ids.size(), mb_per_s(text.size(), cold), mb_per_s(text.size(), warm_s));
     if (section != "mixed") continue;

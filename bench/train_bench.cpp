@@ -61,19 +61,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return kipp::bench::option_value("train_bench", argc, argv, i); };
-    if (arg == "--config") config_path = value();
-    else if (arg == "--vocab") vocab = parse_count(arg, value());
-    else if (arg == "--seq") seq = parse_count(arg, value());
-    else if (arg == "--batch") batch = parse_count(arg, value());
-    else if (arg == "--steps") steps = parse_count(arg, value());
-    else if (arg == "--threads") threads = parse_count(arg, value());
-    else if (arg == "--recompute") recompute = true;
-    else if (arg == "--json") json_only = true;
+    if (arg == "--config")
+      config_path = value();
+    else if (arg == "--vocab")
+      vocab = parse_count(arg, value());
+    else if (arg == "--seq")
+      seq = parse_count(arg, value());
+    else if (arg == "--batch")
+      batch = parse_count(arg, value());
+    else if (arg == "--steps")
+      steps = parse_count(arg, value());
+    else if (arg == "--threads")
+      threads = parse_count(arg, value());
+    else if (arg == "--recompute")
+      recompute = true;
+    else if (arg == "--json")
+      json_only = true;
     else if (arg == "--help" || arg == "-h") {
       std::cout << "usage: train_bench --config configs/X.yaml [--vocab 32000] [--seq 256] [--batch 8] [--steps 5] "
                    "[--threads 0 (all)] [--recompute] [--json]\n";
       return 0;
-    } else die("unknown argument " + arg);
+    } else
+      die("unknown argument " + arg);
   }
   if (config_path.empty()) die("--config is required");
   if (vocab < 2 || seq == 0 || batch == 0 || steps == 0) die("--vocab >= 2, --seq, --batch and --steps > 0 needed");
@@ -83,9 +92,9 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(thread_count);
 
   // Only the model section matters here; the tokenizer and data keys just have to be present.
-  kipp::train::TrainConfig config = must(
-      kipp::train::load_train_config(config_path, {"tokenizer=/dev/null", "data.train=[/dev/null]"}),
-      "loading " + config_path);
+  kipp::train::TrainConfig config =
+      must(kipp::train::load_train_config(config_path, {"tokenizer=/dev/null", "data.train=[/dev/null]"}),
+           "loading " + config_path);
   config.model.vocab_size = vocab;
   config.model.max_seq_len = std::max(config.model.max_seq_len, seq);
   const kipp::ModelConfig model_config = config.model_config(0, 1);

@@ -19,11 +19,12 @@ namespace kipp::fuzz {
 inline const std::string& write_temp_file(const uint8_t* data, size_t size, const std::string& suffix) {
   static std::string path;
   static const bool registered = std::atexit([] {
-    if (!path.empty()) ::unlink(path.c_str());
-  }) == 0;
+                                   if (!path.empty()) ::unlink(path.c_str());
+                                 }) == 0;
   (void)registered;
   const char* dir = std::getenv("TMPDIR");
-  std::string wanted = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/kipp_fuzz_" + std::to_string(::getpid()) + suffix;
+  std::string wanted =
+      std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/kipp_fuzz_" + std::to_string(::getpid()) + suffix;
   if (wanted != path) {
     if (!path.empty()) ::unlink(path.c_str());
     path = std::move(wanted);

@@ -110,7 +110,8 @@ void read_records(const std::string& path, kipp::data::DatasetFormat format, boo
   kipp::data::DatasetOptions options;
   options.format = format;
   options.strict = strict;
-  auto reader = kipp::data::RecordReader::open({path}, options, [](const std::string& line) { g_sink = g_sink + line.size(); });
+  auto reader =
+      kipp::data::RecordReader::open({path}, options, [](const std::string& line) { g_sink = g_sink + line.size(); });
   if (!reader.ok()) return;
   kipp::data::Record record;
   for (uint64_t i = 0; i < kMaxValues; ++i) {

@@ -34,10 +34,10 @@ struct Choice {
 };
 
 constexpr Choice kChoices[8] = {
-    {DatasetFormat::Jsonl, ".jsonl", ""},    {DatasetFormat::Jsonl, ".json", ""},  // JSONL / JSON array
-    {DatasetFormat::Csv, ".csv", ""},        {DatasetFormat::Text, ".txt", "%"},   // text, fortune-style
-    {DatasetFormat::Alpaca, ".jsonl", ""},   {DatasetFormat::ShareGpt, ".jsonl", ""},
-    {DatasetFormat::OpenAi, ".jsonl", ""},   {DatasetFormat::Text, ".txt", ""},    // text, whole file
+    {DatasetFormat::Jsonl, ".jsonl", ""},  {DatasetFormat::Jsonl, ".json", ""},  // JSONL / JSON array
+    {DatasetFormat::Csv, ".csv", ""},      {DatasetFormat::Text, ".txt", "%"},   // text, fortune-style
+    {DatasetFormat::Alpaca, ".jsonl", ""}, {DatasetFormat::ShareGpt, ".jsonl", ""},
+    {DatasetFormat::OpenAi, ".jsonl", ""}, {DatasetFormat::Text, ".txt", ""},  // text, whole file
 };
 
 // More records than a small input can hold only by bugs; a guard against a reader that loops.
@@ -60,7 +60,7 @@ void read_all(const std::string& path, const kipp::data::DatasetOptions& options
   while (true) {
     auto more = (*reader)->next(record);
     if (!more.ok()) {
-      check(options.strict);  // only strict mode turns a malformed record into an error
+      check(options.strict);                                  // only strict mode turns a malformed record into an error
       check(more.message().find(path) != std::string::npos);  // errors name the file
       break;
     }

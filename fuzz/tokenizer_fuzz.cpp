@@ -9,11 +9,11 @@
 // - the incremental decoder's pieces are valid UTF-8 and concatenate to decode(ids).
 // The same bytes read as little-endian 16-bit ids (any ids, even ones no text encodes to)
 // must stream to valid UTF-8 that equals decode() whenever decode() is valid UTF-8.
+#include <utf8proc.h>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <utf8proc.h>
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
@@ -28,9 +28,9 @@ void check(bool condition) {
 
 std::string reference_nfc(const std::string& text) {
   utf8proc_uint8_t* result = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                              static_cast<utf8proc_ssize_t>(text.size()), &result,
-                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const auto n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &result, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   check(n >= 0);
   std::string out(reinterpret_cast<const char*>(result), static_cast<size_t>(n));
   std::free(result);

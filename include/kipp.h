@@ -57,10 +57,10 @@ uint32_t kipp_model_eos_token(const kipp_model* model);
 /* Tokenizer. kipp_tokenize writes at most `capacity` ids and stores the full count in
  * *count (call with capacity 0 to size the buffer); special tokens in the text are parsed.
  * kipp_detokenize works the same way in bytes (no terminating NUL is counted or required). */
-kipp_status kipp_tokenize(const kipp_model* model, const char* text, size_t text_bytes, uint32_t* ids,
-                          size_t capacity, size_t* count);
-kipp_status kipp_detokenize(const kipp_model* model, const uint32_t* ids, size_t n_ids, char* text,
-                            size_t capacity, size_t* bytes);
+kipp_status kipp_tokenize(const kipp_model* model, const char* text, size_t text_bytes, uint32_t* ids, size_t capacity,
+                          size_t* count);
+kipp_status kipp_detokenize(const kipp_model* model, const uint32_t* ids, size_t n_ids, char* text, size_t capacity,
+                            size_t* bytes);
 
 /* Sessions. capacity 0 means the model's context length; pooled != 0 draws K/V blocks from
  * the model's shared pool (needs pool_blocks > 0). */
@@ -73,8 +73,8 @@ uint32_t kipp_session_capacity(const kipp_session* session);
  * n_tokens is 0). kipp_session_eval_n writes the last logits_count positions, row by row. On
  * failure the session is unchanged. */
 kipp_status kipp_session_eval(kipp_session* session, const uint32_t* tokens, size_t n_tokens, float* logits);
-kipp_status kipp_session_eval_n(kipp_session* session, const uint32_t* tokens, size_t n_tokens,
-                                uint32_t logits_count, float* logits);
+kipp_status kipp_session_eval_n(kipp_session* session, const uint32_t* tokens, size_t n_tokens, uint32_t logits_count,
+                                float* logits);
 kipp_status kipp_session_eval_text(kipp_session* session, const char* text, float* logits);
 kipp_status kipp_session_truncate(kipp_session* session, uint32_t length);
 void kipp_session_reset(kipp_session* session);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails, naming the files, when a C++ source under src/, include/, tests/, bench/ or fuzz/ differs
 # from what clang-format makes of it with the repository's .clang-format.
-# Usage: scripts/check_format.sh [--fix]
+# Usage: scripts/check_format.sh [--fix | --selftest]
+# --selftest first shows that a misformatted file is reported, then checks the tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "check_format: clang-format not found (scripts/setup.sh installs it)" >&2; exit 1; }
@@ -10,6 +11,16 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files -- "${patterns[@]}" | grep -E '\.(cpp|h)$')
 else
   mapfile -t files < <(find "${patterns[@]}" \( -name '*.cpp' -o -name '*.h' \) | sort)
+fi
+if [ "${1:-}" = "--selftest" ]; then
+  scratch="$(mktemp -d)"
+  trap 'rm -rf "$scratch"' EXIT
+  cp .clang-format "$scratch/"
+  printf 'int  main( ){return 0;}\n' >"$scratch/misformatted.cpp"
+  if clang-format --dry-run -Werror "$scratch/misformatted.cpp" >/dev/null 2>&1; then
+    echo "check_format: self-test failed: a misformatted file was not reported" >&2
+    exit 1
+  fi
 fi
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"

@@ -6,8 +6,7 @@ namespace kipp {
 
 std::string_view backend_name(BackendKind kind) { return kind == BackendKind::Cpu ? "cpu" : "cuda"; }
 
-Expected<std::unique_ptr<Backend>> create_backend(BackendKind kind, const Model& model,
-                                                  const BackendOptions& options) {
+Expected<std::unique_ptr<Backend>> create_backend(BackendKind kind, const Model& model, const BackendOptions& options) {
   switch (kind) {
     case BackendKind::Cpu:
       return create_cpu_backend(model, options);

@@ -89,7 +89,8 @@ Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const 
   for (size_t i = 0; i < n; ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
-      return message_error(i, "role '" + role + "' is not supported by the qwen3 format (system, user, assistant, tool)");
+      return message_error(i,
+                           "role '" + role + "' is not supported by the qwen3 format (system, user, assistant, tool)");
     }
     if (messages[i].reasoning_content && role != "assistant") {
       return message_error(i, "reasoning_content is only allowed on assistant messages");

@@ -61,8 +61,8 @@ bool is_qwen3_chat_template(std::string_view chat_template) {
   // The markers of the Qwen3 hybrid-thinking template: ChatML turns, the enable_thinking switch
   // with its empty think block, and the reasoning handling keyed on last_query_index. The
   // Qwen3-*-2507 templates (instruct-only, thinking-only) lack enable_thinking and differ.
-  for (std::string_view marker : {"<|im_start|>", "enable_thinking", "<think>\\n\\n</think>\\n\\n",
-                                  "reasoning_content", "last_query_index", "<tool_response>"}) {
+  for (std::string_view marker : {"<|im_start|>", "enable_thinking", "<think>\\n\\n</think>\\n\\n", "reasoning_content",
+                                  "last_query_index", "<tool_response>"}) {
     if (chat_template.find(marker) == std::string_view::npos) return false;
   }
   return true;
@@ -79,9 +79,11 @@ Expected<ChatFormat> chat_format_of(const Model& model) {
     return make_error("base checkpoints have no chat format; use generate");
   }
   if (!is_qwen3_chat_template(*chat_template)) {
-    return make_error("the model's tokenizer.chat_template is not the Qwen3 template the native renderer reproduces "
-                      "(a " + std::string(variant_name(model.provenance().variant)) +
-                      " checkpoint); record a format with `kipp convert --chat-format NAME` (" + all_names() + ")");
+    return make_error(
+        "the model's tokenizer.chat_template is not the Qwen3 template the native renderer reproduces "
+        "(a " +
+        std::string(variant_name(model.provenance().variant)) +
+        " checkpoint); record a format with `kipp convert --chat-format NAME` (" + all_names() + ")");
   }
   return ChatFormat::Qwen3;
 }
@@ -93,12 +95,18 @@ Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage
                       std::string(chat_format_name(format)));
   }
   switch (format) {
-    case ChatFormat::Qwen3: return chat_detail::render_qwen3(messages, options);
-    case ChatFormat::ChatML: return chat_detail::render_chatml(messages, options);
-    case ChatFormat::Llama2: return chat_detail::render_llama2(messages, options);
-    case ChatFormat::Llama3: return chat_detail::render_llama3(messages, options);
-    case ChatFormat::Mistral: return chat_detail::render_mistral(messages, options);
-    case ChatFormat::Alpaca: return chat_detail::render_alpaca(messages, options);
+    case ChatFormat::Qwen3:
+      return chat_detail::render_qwen3(messages, options);
+    case ChatFormat::ChatML:
+      return chat_detail::render_chatml(messages, options);
+    case ChatFormat::Llama2:
+      return chat_detail::render_llama2(messages, options);
+    case ChatFormat::Llama3:
+      return chat_detail::render_llama3(messages, options);
+    case ChatFormat::Mistral:
+      return chat_detail::render_mistral(messages, options);
+    case ChatFormat::Alpaca:
+      return chat_detail::render_alpaca(messages, options);
   }
   return make_error("unknown chat format");
 }
@@ -134,12 +142,13 @@ Expected<std::vector<ChatMessage>> parse_chat_messages(std::string_view json_tex
                   (content->is_array() ? " (content parts are unsupported)" : ""));
     }
     if (const auto reasoning = item.find("reasoning_content"); reasoning != item.end() && !reasoning->is_null()) {
-      if (!reasoning->is_string()) return fail("reasoning_content must be a string or null, found " + json_type(*reasoning));
+      if (!reasoning->is_string())
+        return fail("reasoning_content must be a string or null, found " + json_type(*reasoning));
       if (message.role != "assistant") return fail("reasoning_content is only allowed on assistant messages");
       message.reasoning_content = reasoning->get<std::string>();
     }
-    if (const auto calls = item.find("tool_calls"); calls != item.end() && !calls->is_null() &&
-                                                    !(calls->is_array() && calls->empty())) {
+    if (const auto calls = item.find("tool_calls");
+        calls != item.end() && !calls->is_null() && !(calls->is_array() && calls->empty())) {
       return fail("tool_calls are unsupported (assistant tool calls cannot be rendered yet)");
     }
     messages.push_back(std::move(message));

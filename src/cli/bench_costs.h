@@ -26,7 +26,6 @@ double prefill_flops(const Model& model, uint32_t tokens);
 // The multiply-add instruction a kernel would use for the projections' element type in a
 // prefill: BF16 -> the BF16 dot product (AMX tiles when `bf16_on_tiles`), Q8_0 and affine4
 // (Q4_1) -> the int8 dot product (AMX tiles when `int8_on_tiles`), F32/F16 -> FP32 FMA.
-kernels::MultiplyAddKind projection_multiply_add_kind(GgmlType projection_type, bool bf16_on_tiles,
-                                                      bool int8_on_tiles);
+kernels::MultiplyAddKind projection_multiply_add_kind(GgmlType projection_type, bool bf16_on_tiles, bool int8_on_tiles);
 
 }  // namespace kipp::cli

@@ -92,7 +92,8 @@ DecodeFigures decode_figures(const Model& model, const BenchResult& result) {
     std::vector<double> fractions;
     for (size_t t = 0; t < d.token_seconds.size() && t < d.pass_gb_per_second.size(); ++t) {
       // Token t (from 0) sits at position prompt + t and attends to prompt + t + 1 positions.
-      const double bytes = figures.weight_bytes + decode_kv_bytes(model.config(), static_cast<double>(d.prompt_tokens + t + 1));
+      const double bytes =
+          figures.weight_bytes + decode_kv_bytes(model.config(), static_cast<double>(d.prompt_tokens + t + 1));
       fractions.push_back(bytes / d.token_seconds[t] / 1e9 / d.pass_gb_per_second[t]);
     }
     if (!fractions.empty()) figures.paired_fraction = spread_of(std::move(fractions));
@@ -241,8 +242,9 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
                 bw.median_gb_per_second, mebibytes(static_cast<double>(bw.buffer_bytes)).c_str(), bw.passes,
                 bw.instruction.c_str());
     for (const kernels::PeakRate& peak : result.peaks)
-      std::printf("peak      %-9s %8.1f GFLOP/s (%s)\n", std::string(kernels::multiply_add_kind_name(peak.kind)).c_str(),
-                  peak.flops_per_second() / 1e9, peak.instruction.c_str());
+      std::printf("peak      %-9s %8.1f GFLOP/s (%s)\n",
+                  std::string(kernels::multiply_add_kind_name(peak.kind)).c_str(), peak.flops_per_second() / 1e9,
+                  peak.instruction.c_str());
   }
   std::printf("\n%-22s %10s %10s %10s   %s\n", "tokens/s", "median", "min", "max", "against the machine");
   for (const PrefillRun& run : result.prefills) {
@@ -251,8 +253,8 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
     std::snprintf(rate, sizeof rate, "%.1f GFLOP/s", f.flops_per_second / 1e9);
     std::string versus = rate;
     if (f.peak)
-      versus += " = " + percent(*f.fraction_of_peak) + " of " + std::string(kernels::multiply_add_kind_name(f.peak->kind)) +
-                " peak";
+      versus += " = " + percent(*f.fraction_of_peak) + " of " +
+                std::string(kernels::multiply_add_kind_name(f.peak->kind)) + " peak";
     const std::string label = "prefill " + std::to_string(run.tokens);
     std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", label.c_str(), run.tokens_per_second.median,
                 run.tokens_per_second.min, run.tokens_per_second.max, versus.c_str());
@@ -265,7 +267,8 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   if (f.bandwidth_fraction)
     versus += " = " + percent(*f.bandwidth_fraction) + " of bandwidth (" + percent(*f.best_pass_fraction) +
               " of the best pass)";
-  const std::string decode_label = "decode " + std::to_string(d.generated_tokens) + " after " + std::to_string(d.prompt_tokens);
+  const std::string decode_label =
+      "decode " + std::to_string(d.generated_tokens) + " after " + std::to_string(d.prompt_tokens);
   std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", decode_label.c_str(), d.tokens_per_second.median,
               d.tokens_per_second.min, d.tokens_per_second.max, versus.c_str());
   if (const auto& alongside = d.bandwidth_alongside)
@@ -278,8 +281,9 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   if (result.batch) {
     const BatchRun& b = *result.batch;
     char speedup[128];
-    std::snprintf(speedup, sizeof speedup, "%.2fx single-sequence decode (median step over the token before; %.2f-%.2f)",
-                  b.speedup.median, b.speedup.min, b.speedup.max);
+    std::snprintf(speedup, sizeof speedup,
+                  "%.2fx single-sequence decode (median step over the token before; %.2f-%.2f)", b.speedup.median,
+                  b.speedup.min, b.speedup.max);
     const std::string label = "batch " + std::to_string(b.sequences) + " x " + std::to_string(b.steps);
     std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", label.c_str(), b.tokens_per_second.median, b.tokens_per_second.min,
                 b.tokens_per_second.max, speedup);

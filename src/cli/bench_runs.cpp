@@ -14,9 +14,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kTokenSeed = 0x6b69707062656e63;  // "kippbenc"
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 uint32_t argmax(const std::vector<float>& logits) {
   return static_cast<uint32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -96,8 +94,8 @@ Expected<PrefillRun> run_prefill(Engine& engine, uint32_t tokens, uint32_t repea
     KIPP_RETURN_IF_ERROR(session->eval(prompt, 1, logits.data()));
     const double seconds = seconds_since(start);
     rates.push_back(tokens / seconds);
-    std::fprintf(stderr, "  prefill %u tokens, repeat %u/%u: %.3f s (%.1f tokens/s)\n", tokens, r + 1, repeats,
-                 seconds, rates.back());
+    std::fprintf(stderr, "  prefill %u tokens, repeat %u/%u: %.3f s (%.1f tokens/s)\n", tokens, r + 1, repeats, seconds,
+                 rates.back());
   }
   return PrefillRun{tokens, repeats, spread_of(std::move(rates))};
 }
@@ -137,8 +135,8 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   }
   std::fprintf(stderr, "  decode %u tokens after a %u-token prompt: %.3f s\n", generate, prompt_tokens, total_seconds);
   if (!batch.empty())
-    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, each right after a decode token\n", batch.size(), generate,
-                 batch_seconds);
+    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, each right after a decode token\n", batch.size(),
+                 generate, batch_seconds);
   if (alongside != nullptr) {
     run.bandwidth_alongside = alongside->result();
     std::fprintf(stderr, "  read bandwidth between the tokens: %.2f GB/s best, %.2f median\n",
@@ -150,8 +148,8 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   // Token t (from 0) sits at position prompt + t and attends to prompt + t + 1 positions.
   run.mean_positions = prompt_tokens + (generate + 1) / 2.0;
   if (!batch.empty())
-    runs.batch = BatchRun{static_cast<uint32_t>(batch.size()), prompt_tokens, generate, spread_of(std::move(batch_rates)),
-                          spread_of(std::move(speedups))};
+    runs.batch = BatchRun{static_cast<uint32_t>(batch.size()), prompt_tokens, generate,
+                          spread_of(std::move(batch_rates)), spread_of(std::move(speedups))};
   KIPP_ASSIGN_OR_RETURN(runs.memory_at_end, read_process_memory());
   return runs;
 }

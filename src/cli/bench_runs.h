@@ -46,9 +46,9 @@ Expected<PrefillRun> run_prefill(Engine& engine, uint32_t tokens, uint32_t repea
 struct DecodeRun {
   uint32_t prompt_tokens = 0;
   uint32_t generated_tokens = 0;
-  RateSpread tokens_per_second;   // per token: 1 / each step's time
+  RateSpread tokens_per_second;       // per token: 1 / each step's time
   double mean_tokens_per_second = 0;  // generated tokens / their total time
-  double mean_positions = 0;      // positions attention saw per generated token, on average
+  double mean_positions = 0;          // positions attention saw per generated token, on average
   uint32_t session_capacity = 0;
   uint64_t session_kv_bytes = 0;
   // The passes of the probe given to run_decode, one before each token.

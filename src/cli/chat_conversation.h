@@ -19,8 +19,8 @@
 namespace kipp::cli {
 
 struct TurnStats {
-  uint32_t reused_tokens = 0;   // of the rendered prompt, found in the cache
-  uint32_t prompt_tokens = 0;   // of the rendered prompt, evaluated this turn
+  uint32_t reused_tokens = 0;  // of the rendered prompt, found in the cache
+  uint32_t prompt_tokens = 0;  // of the rendered prompt, evaluated this turn
   uint32_t generated_tokens = 0;
   double prefill_seconds = 0;
   double decode_seconds = 0;

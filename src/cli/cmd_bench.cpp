@@ -73,7 +73,8 @@ struct BenchArgs {
 
 Expected<std::vector<uint32_t>> parse_lengths(const std::string& text) {
   const auto bad = [&] {
-    return make_error("--prompt-len '" + text + "': expected token counts of at least 1 separated by commas, e.g. 64,512");
+    return make_error("--prompt-len '" + text +
+                      "': expected token counts of at least 1 separated by commas, e.g. 64,512");
   };
   std::vector<uint32_t> lengths;
   size_t start = 0;
@@ -192,17 +193,21 @@ void register_bench(CLI::App& app, Action& action) {
   command->footer(kBenchFooter);
   auto args = std::make_shared<BenchArgs>();
   command->add_option("-m,--model", args->model, "Kipp GGUF to benchmark (required)");
-  command->add_option("--prompt-len", args->prompt_lengths, "Prefill lengths in tokens, comma-separated; the first is also the decode prompt")
+  command
+      ->add_option("--prompt-len", args->prompt_lengths,
+                   "Prefill lengths in tokens, comma-separated; the first is also the decode prompt")
       ->capture_default_str();
-  command->add_option("--gen", args->generate, "Tokens to decode one at a time (and batch steps)")->capture_default_str();
+  command->add_option("--gen", args->generate, "Tokens to decode one at a time (and batch steps)")
+      ->capture_default_str();
   command->add_option("--threads", args->threads, "Threads for the engine and the probes; 0: one per hardware thread")
       ->capture_default_str();
   command->add_option("--batch", args->batch, "Sequences decoded together through eval_batch; 0 or 1 skips it")
       ->capture_default_str();
   command->add_option("--repeats", args->repeats, "Prefill runs per length (median, min, max)")->capture_default_str();
-  auto* json_option = command->add_option("--json", args->json_file, "Print JSON instead of the table, or write it to FILE")
-                          ->expected(0, 1)
-                          ->type_name("[FILE]");
+  auto* json_option =
+      command->add_option("--json", args->json_file, "Print JSON instead of the table, or write it to FILE")
+          ->expected(0, 1)
+          ->type_name("[FILE]");
   command->add_flag("--no-probe", args->no_probe, "Skip the bandwidth and peak probes (no fractions reported)");
   add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, json_option] {

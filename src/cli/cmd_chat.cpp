@@ -224,10 +224,10 @@ int run_chat(const ChatArgs& args) {
   install_interrupt_handler();
   LineReader reader;
   if (reader.interactive()) {
-    std::printf("kipp chat: %s (%s, thinking %s, context %u tokens)\n/help lists the commands; Ctrl-C stops an "
-                "answer, Ctrl-D quits.\n",
-                args.model.c_str(), std::string(chat_format_name(*format)).c_str(), thinking ? "on" : "off",
-                context);
+    std::printf(
+        "kipp chat: %s (%s, thinking %s, context %u tokens)\n/help lists the commands; Ctrl-C stops an "
+        "answer, Ctrl-D quits.\n",
+        args.model.c_str(), std::string(chat_format_name(*format)).c_str(), thinking ? "on" : "off", context);
     std::fflush(stdout);
   }
 
@@ -256,7 +256,8 @@ void register_chat(CLI::App& app, Action& action) {
   command->add_option("-m,--model", args->model, "Kipp GGUF of an instruct model")->required();
   command->add_option("--system", args->system, "System prompt");
   auto* think = command->add_flag("--think", args->think, "Let the model reason before answering (the default)");
-  auto* no_think = command->add_flag("--no-think", args->no_think, "Answer without reasoning (Qwen3's empty think block)");
+  auto* no_think =
+      command->add_flag("--no-think", args->no_think, "Answer without reasoning (Qwen3's empty think block)");
   think->excludes(no_think);
   command->add_option("--temp", args->temperature, "Sampling temperature (0: greedy)")->capture_default_str();
   command->add_option("--top-k", args->top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();

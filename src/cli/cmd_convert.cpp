@@ -25,10 +25,12 @@ void register_convert(CLI::App& app, Action& action) {
   auto variant = std::make_shared<std::string>();
   auto chat_format = std::make_shared<std::string>();
   command->add_option("HF_DIR", options->input_dir, "Folder with config.json, safetensors and tokenizer files")
-      ->required()->check(CLI::ExistingDirectory);
+      ->required()
+      ->check(CLI::ExistingDirectory);
   command->add_option("-o,--output", options->output_path, "GGUF file to write")->required();
   command->add_option("--quant", *quant, "Weight format of the seven per-layer projections")
-      ->check(CLI::IsMember({"bf16", "q8_0", "affine4"}))->capture_default_str();
+      ->check(CLI::IsMember({"bf16", "q8_0", "affine4"}))
+      ->capture_default_str();
   command->add_option("--repo", *repository,
                       "Registry repository to stamp (e.g. Qwen/Qwen3-0.6B); files must match the registry");
   command->add_option("--revision", *revision, "Pinned revision for --repo");
@@ -37,8 +39,9 @@ void register_convert(CLI::App& app, Action& action) {
   command->add_option("--name", options->name, "general.name written into the file");
   std::vector<std::string> format_names;
   for (std::string_view name : chat_format_names()) format_names.emplace_back(name);
-  command->add_option("--chat-format", *chat_format,
-                      "Chat format a locally trained model uses, recorded as kipp.chat_format")
+  command
+      ->add_option("--chat-format", *chat_format,
+                   "Chat format a locally trained model uses, recorded as kipp.chat_format")
       ->check(CLI::IsMember(format_names));
   command->callback([&action, options, quant, repository, revision, variant, chat_format] {
     action = [options, quant, repository, revision, variant, chat_format] {

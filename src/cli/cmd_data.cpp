@@ -78,9 +78,8 @@ int run_preview(const PreviewArgs& args) {
   token_options.chat_format = *chat_format;
   auto files = data::expand_inputs(args.inputs);
   if (!files) return fail(files.message());
-  auto reader = data::RecordReader::open(*files, options, [](const std::string& line) {
-    std::fprintf(stderr, "malformed: %s\n", line.c_str());
-  });
+  auto reader = data::RecordReader::open(
+      *files, options, [](const std::string& line) { std::fprintf(stderr, "malformed: %s\n", line.c_str()); });
   if (!reader) return fail(reader.message());
   data::Record record;
   uint32_t shown = 0;
@@ -108,9 +107,9 @@ int run_preview(const PreviewArgs& args) {
     std::printf("%s\n\n", tokens->ids.size() > 64 ? " ..." : "");
   }
   const data::ReadStats& stats = (*reader)->stats();
-  std::printf("%u records shown; %lu malformed skipped so far%s\n", shown, (unsigned long)stats.malformed,
-              args.color ? " (green: tokens that carry loss, dim: context only)"
-                         : " (⟦ ⟧ mark the tokens that carry loss)");
+  std::printf(
+      "%u records shown; %lu malformed skipped so far%s\n", shown, (unsigned long)stats.malformed,
+      args.color ? " (green: tokens that carry loss, dim: context only)" : " (⟦ ⟧ mark the tokens that carry loss)");
   return 0;
 }
 
@@ -130,8 +129,7 @@ Examples:
   kipp data preview /usr/share/games/fortunes/fortunes --separator % -t runs/tiny/latest -n 5)");
   auto args = std::make_shared<PreviewArgs>();
   command->add_option("inputs", args->inputs, "Files, globs or folders")->required();
-  command->add_option("-t,--tokenizer", args->tokenizer,
-                      "tokenizer.json, a checkpoint folder or a GGUF")->required();
+  command->add_option("-t,--tokenizer", args->tokenizer, "tokenizer.json, a checkpoint folder or a GGUF")->required();
   command->add_option("--format", args->format, "Dataset format")->capture_default_str();
   command->add_option("--text-field", args->text_field, "JSONL key / CSV or Parquet column")->capture_default_str();
   command->add_option("--separator", args->separator, "Text files: a line equal to this ends a document");

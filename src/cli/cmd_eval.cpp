@@ -47,16 +47,18 @@ int run_eval(const EvalArgs& args) {
   train::EvalEvents events;
   events.cache.on_message = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   events.on_progress = [](uint64_t done, uint64_t total) {
-    if (done == total || done % 64 == 0) std::fprintf(stderr, "\revaluated %lu/%lu windows", (unsigned long)done, (unsigned long)total);
+    if (done == total || done % 64 == 0)
+      std::fprintf(stderr, "\revaluated %lu/%lu windows", (unsigned long)done, (unsigned long)total);
     if (done == total) std::fprintf(stderr, "\n");
   };
   auto result = train::evaluate_model(*model, options, events);
   if (!result) return fail(result.message());
-  std::printf("loss %.4f  perplexity %.3f  (%lu windows of %u tokens, %lu targets; %lu records, %lu malformed, %lu "
-              "skipped without assistant tokens)\n",
-              result->loss, result->perplexity, (unsigned long)result->windows, args.seq_len,
-              (unsigned long)result->counted, (unsigned long)result->data.records,
-              (unsigned long)result->data.malformed, (unsigned long)result->data.all_masked);
+  std::printf(
+      "loss %.4f  perplexity %.3f  (%lu windows of %u tokens, %lu targets; %lu records, %lu malformed, %lu "
+      "skipped without assistant tokens)\n",
+      result->loss, result->perplexity, (unsigned long)result->windows, args.seq_len, (unsigned long)result->counted,
+      (unsigned long)result->data.records, (unsigned long)result->data.malformed,
+      (unsigned long)result->data.all_masked);
   return 0;
 }
 
@@ -75,8 +77,8 @@ Examples:
   auto args = std::make_shared<EvalArgs>();
   command->add_option("-m,--model", args->model, "Checkpoint folder or GGUF")->required();
   command->add_option("--data", args->data, "Files, globs or folders")->required();
-  command->add_option("--format", args->format,
-                      "auto, text, jsonl, csv, parquet, alpaca, sharegpt, openai or tokens")->capture_default_str();
+  command->add_option("--format", args->format, "auto, text, jsonl, csv, parquet, alpaca, sharegpt, openai or tokens")
+      ->capture_default_str();
   command->add_option("--text-field", args->text_field, "JSONL key / CSV or Parquet column")->capture_default_str();
   command->add_option("--separator", args->separator, "Text files: a line equal to this ends a document");
   command->add_option("--chat-format", args->chat_format, "How conversations are rendered")->capture_default_str();

@@ -170,7 +170,8 @@ int run_generate(const GenerateArgs& args) {
   if (args.prompt.empty()) return fail("--prompt is empty: there is nothing to continue from");
   if (args.draft && !args.spec) return fail("--draft needs --spec");
   if (args.draft && *args.draft == 0) return fail("--draft must be at least 1");
-  if (args.logprobs && *args.logprobs > 20) return fail("--logprobs: expected 0..20 alternatives, found " + std::to_string(*args.logprobs));
+  if (args.logprobs && *args.logprobs > 20)
+    return fail("--logprobs: expected 0..20 alternatives, found " + std::to_string(*args.logprobs));
 
   GenerateOptions options;
   SamplingParams& sampling = options.sampling;
@@ -192,8 +193,7 @@ int run_generate(const GenerateArgs& args) {
   options.stop = args.stop;
   options.speculative.enabled = args.spec;
   if (args.draft) options.speculative.max_draft = *args.draft;
-  if (args.spec && sampling.temperature != 0.0f)
-  {
+  if (args.spec && sampling.temperature != 0.0f) {
     char found[32];
     std::snprintf(found, sizeof found, "%g", static_cast<double>(sampling.temperature));
     return fail(std::string("--spec is greedy only: it needs --temp 0 (or no --temp), found --temp ") + found);
@@ -267,7 +267,9 @@ void register_generate(CLI::App& app, Action& action) {
       ->capture_default_str();
   command->add_option("--min-p", args->min_p, "Drop tokens below min-p times the best one's probability")
       ->capture_default_str();
-  command->add_option("--repeat-penalty", args->repeat_penalty, "CTRL-style repetition penalty over the last 64 tokens (1: off)")
+  command
+      ->add_option("--repeat-penalty", args->repeat_penalty,
+                   "CTRL-style repetition penalty over the last 64 tokens (1: off)")
       ->capture_default_str();
   command->add_option("--frequency-penalty", args->frequency_penalty, "Minus count times this, over the last 64 tokens")
       ->capture_default_str();
@@ -280,7 +282,8 @@ void register_generate(CLI::App& app, Action& action) {
   auto* logprobs_option =
       command->add_option("--logprobs", *logprobs, "Report each token's logprob and N alternatives (0..20)");
   command->add_flag("--spec", args->spec, "Prompt-lookup speculative decoding (greedy only; identical output)");
-  auto* draft_option = command->add_option("--draft", *draft, "With --spec: most draft tokens per step")->capture_default_str();
+  auto* draft_option =
+      command->add_option("--draft", *draft, "With --spec: most draft tokens per step")->capture_default_str();
   command->add_flag("--json", args->json, "Print one JSON object at the end instead of streaming");
   command->add_option("--ctx", args->ctx, "Context (session capacity) in positions; 0: prompt + --max-tokens")
       ->capture_default_str();

@@ -47,7 +47,8 @@ int inspect_model(const std::string& path, bool verify, bool show_tensors, bool 
   if (!model.ok()) return fail(model.message());
   const auto& c = model->config();
   const auto& p = model->provenance();
-  std::printf("file         %s (%.1f MiB)\n", path.c_str(), static_cast<double>(model->file_size()) / (1024.0 * 1024.0));
+  std::printf("file         %s (%.1f MiB)\n", path.c_str(),
+              static_cast<double>(model->file_size()) / (1024.0 * 1024.0));
   if (p.kind == ProvenanceKind::Registry) {
     std::printf("provenance   registry: %s @ %s\n", p.repository.c_str(), p.revision.c_str());
   } else {

@@ -106,7 +106,8 @@ int run_logits(const LogitsArgs& args) {
   const uint32_t vocab = (*engine)->vocab_size();
   const uint32_t rows = args.all_positions ? count : 1;
   std::vector<float> logits(size_t{rows} * vocab);
-  if (Status evaluated = (*session)->eval(tokens, rows, logits.data()); !evaluated.ok()) return fail(evaluated.message());
+  if (Status evaluated = (*session)->eval(tokens, rows, logits.data()); !evaluated.ok())
+    return fail(evaluated.message());
   if (args.output) {
     if (Status written = write_logits(*args.output, logits); !written.ok()) return fail(written.message());
   }

@@ -45,8 +45,8 @@ void register_pull(CLI::App& app, Action& action) {
   auto no_convert = std::make_shared<bool>(false);
   command->add_option("ID", options->id, "Registry checkpoint, e.g. Qwen/Qwen3-0.6B or Qwen3-0.6B");
   command->add_option("--repo", options->repository,
-                                   "Pull this OWNER/NAME instead of a registry ID: verified against the server only, "
-                                   "converted with local provenance");
+                      "Pull this OWNER/NAME instead of a registry ID: verified against the server only, "
+                      "converted with local provenance");
   command->add_option("--revision", options->revision, "Commit, tag or branch to pull with --repo");
   command->add_option("--dir", options->dir,
                       "Folder for the downloaded files (default: $KIPP_MODELS_DIR or ~/.cache/kipp/models, then "

@@ -11,8 +11,8 @@ void register_registry(CLI::App& app, Action& action) {
   command->add_flag("-v,--verbose", *verbose, "Also list recorded files, checksums and unconfirmed fields");
   command->callback([&action, verbose] {
     action = [verbose] {
-      std::printf("%-30s %-9s %-12s %6s %6s %5s %3s %6s %7s %8s %5s\n", "checkpoint", "variant", "revision",
-                  "hidden", "layers", "heads", "kv", "ffn", "context", "rope", "tied");
+      std::printf("%-30s %-9s %-12s %6s %6s %5s %3s %6s %7s %8s %5s\n", "checkpoint", "variant", "revision", "hidden",
+                  "layers", "heads", "kv", "ffn", "context", "rope", "tied");
       for (const auto& entry : Registry::builtin().entries()) {
         const auto& c = entry.config;
         std::printf("%-30s %-9s %-12s %6u %6u %5u %3u %6u %7u %8.0f %5s%s\n", entry.id.c_str(),

@@ -59,8 +59,10 @@ void register_render(CLI::App& app, Action& action) {
   auto* command = app.add_subcommand("render", "Render a conversation into the model's chat prompt text");
   auto args = std::make_shared<RenderArgs>();
   command->add_option("-m,--model", args->model, "Kipp GGUF whose chat format to use")->required();
-  command->add_option("--messages", args->messages,
-                      "JSON file with an OpenAI-style messages array ('-' for standard input)")->required();
+  command
+      ->add_option("--messages", args->messages,
+                   "JSON file with an OpenAI-style messages array ('-' for standard input)")
+      ->required();
   command->add_option("--tools", args->tools, "JSON file with a tools array (qwen3 format only)");
   std::vector<std::string> format_names;
   for (std::string_view name : chat_format_names()) format_names.emplace_back(name);
@@ -72,9 +74,7 @@ void register_render(CLI::App& app, Action& action) {
   command->add_flag("--no-generation-prompt", args->no_generation_prompt,
                     "Do not end with the assistant turn's opening (e.g. to render a finished conversation)");
   add_no_verify_flag(*command, args->no_verify);
-  command->callback([&action, args] {
-    action = [args] { return run_render(*args); };
-  });
+  command->callback([&action, args] { action = [args] { return run_render(*args); }; });
 }
 
 }  // namespace kipp::cli

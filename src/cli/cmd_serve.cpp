@@ -62,7 +62,8 @@ std::string url_host(const std::string& host) {
 int run_serve(ServeArgs args) {
   server::ServerOptions& options = args.options;
   if (!server::is_loopback_host(options.host) && options.api_key.empty()) {
-    std::fprintf(stderr, "kipp: error: --host %s is reachable from other machines: set --api-key KEY (or bind 127.0.0.1)\n",
+    std::fprintf(stderr,
+                 "kipp: error: --host %s is reachable from other machines: set --api-key KEY (or bind 127.0.0.1)\n",
                  options.host.c_str());
     return kUsageExit;
   }
@@ -146,15 +147,15 @@ void register_serve(CLI::App& app, Action& action) {
   command->add_option("--threads", s.threads, "Compute threads; 0: one per hardware thread")->capture_default_str();
   command->add_option("--max-queue", s.max_queue, "Requests waiting for admission before 503")->capture_default_str();
   command->add_option("--max-body-kib", o.max_body_kib, "Largest request body (413 beyond)")->capture_default_str();
-  command->add_option("--default-max-tokens", s.default_max_tokens,
-                      "Tokens per choice when a chat request sets no max_tokens (0: up to the context)")
+  command
+      ->add_option("--default-max-tokens", s.default_max_tokens,
+                   "Tokens per choice when a chat request sets no max_tokens (0: up to the context)")
       ->capture_default_str();
   command->add_option("--timeout-s", s.timeout_s, "Per-request generation deadline in seconds")->capture_default_str();
-  command->add_option("--cors-origin", o.cors_origins, "Browser origin allowed besides localhost (repeatable; * = any)");
+  command->add_option("--cors-origin", o.cors_origins,
+                      "Browser origin allowed besides localhost (repeatable; * = any)");
   add_no_verify_flag(*command, args->no_verify);
-  command->callback([&action, args] {
-    action = [args] { return run_serve(*args); };
-  });
+  command->callback([&action, args] { action = [args] { return run_serve(*args); }; });
 }
 
 }  // namespace kipp::cli

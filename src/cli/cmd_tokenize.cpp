@@ -75,7 +75,9 @@ int run_tokenize(const TokenizeArgs& args) {
       if (!piece.ok()) return fail(piece.message());
       if (!bytes.ok()) return fail(bytes.message());
       std::printf("%8u  %s  \"%s\"%s\n", id, padded(*piece, 28).c_str(), escape_bytes(*bytes).c_str(),
-                  tokenizer->is_special_token(id) ? "  (special)" : tokenizer->is_added_token(id) ? "  (added)" : "");
+                  tokenizer->is_special_token(id) ? "  (special)"
+                  : tokenizer->is_added_token(id) ? "  (added)"
+                                                  : "");
     }
     std::printf("%zu tokens\n", ids->size());
     return 0;
@@ -130,9 +132,8 @@ void register_tokenize(CLI::App& app, Action& action) {
   detokenize->add_option("-m,--model", *model, "Kipp GGUF whose tokenizer to use")->required();
   detokenize->add_option("--ids", *ids, "Token ids, separated by commas or spaces (e.g. 9707,1879)")->required();
   add_no_verify_flag(*detokenize, *no_verify);
-  detokenize->callback([&action, model, ids, no_verify] {
-    action = [=] { return run_detokenize(*model, *ids, *no_verify); };
-  });
+  detokenize->callback(
+      [&action, model, ids, no_verify] { action = [=] { return run_detokenize(*model, *ids, *no_verify); }; });
 }
 
 }  // namespace kipp::cli

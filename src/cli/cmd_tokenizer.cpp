@@ -54,7 +54,8 @@ class TrainingProgress {
     const auto now = Clock::now();
     const bool finished = progress.done >= progress.total;
     const int quarter = progress.total ? static_cast<int>(4 * progress.done / progress.total) : 4;
-    if (interactive_ ? (!finished && now - last_draw_ < std::chrono::milliseconds(100)) : quarter <= last_quarter_) return;
+    if (interactive_ ? (!finished && now - last_draw_ < std::chrono::milliseconds(100)) : quarter <= last_quarter_)
+      return;
     last_draw_ = now;
     last_quarter_ = quarter;
     const double seconds = std::chrono::duration<double>(now - start_).count();
@@ -62,8 +63,8 @@ class TrainingProgress {
     char text[200];
     if (progress.phase == Phase::Counting) {
       const double rate = seconds > 0.05 ? double(progress.done) / seconds / 1e6 : 0.0;
-      std::snprintf(text, sizeof text, "counting words  %s / %s  %3.0f%%  %.1f MB/s", format_bytes(progress.done).c_str(),
-                    format_bytes(progress.total).c_str(), percent, rate);
+      std::snprintf(text, sizeof text, "counting words  %s / %s  %3.0f%%  %.1f MB/s",
+                    format_bytes(progress.done).c_str(), format_bytes(progress.total).c_str(), percent, rate);
     } else {
       std::snprintf(text, sizeof text, "learning merges  %llu / %llu  %3.0f%%  %.1f s",
                     static_cast<unsigned long long>(progress.done), static_cast<unsigned long long>(progress.total),
@@ -111,7 +112,8 @@ std::string config_path_beside(const std::string& output) {
 
 // Fails early (before a long training run) when the output cannot be written.
 Status check_writable(const std::string& path) {
-  if (std::filesystem::is_directory(path)) return make_error("-o " + path + " is a directory; name the tokenizer.json to write");
+  if (std::filesystem::is_directory(path))
+    return make_error("-o " + path + " is a directory; name the tokenizer.json to write");
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
   if (!folder.empty() && !std::filesystem::is_directory(folder)) {
     return make_error("cannot write " + path + ": the folder " + folder.string() + " does not exist");
@@ -135,8 +137,8 @@ int run_train(const TrainArgs& args) {
   } else {
     if (args.inputs.empty()) return fail("give --input files (or --byte-level for the 256 byte tokens alone)");
     if (args.vocab_size == 0) return fail("give --vocab-size (bytes + learned tokens + special tokens)");
-    const BpeMergeOptions merge_options{.vocab_size = args.vocab_size, .special_tokens = specials,
-                                        .min_frequency = args.min_frequency};
+    const BpeMergeOptions merge_options{
+        .vocab_size = args.vocab_size, .special_tokens = specials, .min_frequency = args.min_frequency};
     if (Status ok = check_bpe_options(merge_options); !ok.ok()) return fail(ok.message());
     if (Status ok = check_writable(args.output); !ok.ok()) return fail(ok.message());
     std::optional<TrainingProgress> printer;
@@ -160,13 +162,15 @@ int run_train(const TrainArgs& args) {
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - counted).count());
     summary = text;
     if (trained->stopped_early) {
-      summary += "; stopped at " + std::to_string(trained->total_size()) + " tokens: no pair left that occurs at least " +
+      summary += "; stopped at " + std::to_string(trained->total_size()) +
+                 " tokens: no pair left that occurs at least " +
                  std::to_string(std::max<uint64_t>(args.min_frequency, 1)) + " times";
     }
   }
   if (Status ok = write_text_file_atomic(args.output, to_tokenizer_json(*trained)); !ok.ok()) return fail(ok.message());
   const std::string config = config_path_beside(args.output);
-  if (Status ok = write_text_file_atomic(config, to_tokenizer_config_json(*trained)); !ok.ok()) return fail(ok.message());
+  if (Status ok = write_text_file_atomic(config, to_tokenizer_config_json(*trained)); !ok.ok())
+    return fail(ok.message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf("wrote %s and %s: %u tokens (256 bytes, %zu learned, %zu special), %zu merges%s; %.1f s\n",
               args.output.c_str(), config.c_str(), trained->total_size(), trained->vocab.size() - 256,
@@ -234,7 +238,8 @@ int run_encode(const EncodeArgs& args) {
 }  // namespace
 
 void register_tokenizer(CLI::App& app, Action& action) {
-  auto* tokenizer = app.add_subcommand("tokenizer", "Train a byte-level BPE tokenizer, or encode with a tokenizer.json");
+  auto* tokenizer =
+      app.add_subcommand("tokenizer", "Train a byte-level BPE tokenizer, or encode with a tokenizer.json");
   tokenizer->require_subcommand(1);
 
   auto* train = tokenizer->add_subcommand("train", "Learn a byte-level BPE tokenizer (Qwen2 pre-tokenizer) from text");
@@ -258,12 +263,14 @@ void register_tokenizer(CLI::App& app, Action& action) {
   auto text = std::make_shared<std::string>();
   auto file = std::make_shared<std::string>();
   auto jsonl = std::make_shared<std::string>();
-  encode->add_option("-t,--tokenizer", encode_args->tokenizer, "tokenizer.json (tokenizer_config.json beside it is read too)")
+  encode
+      ->add_option("-t,--tokenizer", encode_args->tokenizer,
+                   "tokenizer.json (tokenizer_config.json beside it is read too)")
       ->required();
   auto* text_option = encode->add_option("--text", *text, "The text to encode");
   auto* file_option = encode->add_option("--file", *file, "Encode this file's contents ('-' for standard input)");
-  auto* jsonl_option = encode->add_option("--jsonl", *jsonl,
-                                          "Encode each line (a JSON string or {\"text\": ...}); print {\"ids\": [...]} per line");
+  auto* jsonl_option = encode->add_option(
+      "--jsonl", *jsonl, "Encode each line (a JSON string or {\"text\": ...}); print {\"ids\": [...]} per line");
   encode->add_flag("--no-special", encode_args->no_special, "Treat special-token text as plain text");
   encode->callback([&action, encode_args, text, file, jsonl, text_option, file_option, jsonl_option] {
     EncodeArgs chosen = *encode_args;

@@ -82,7 +82,8 @@ int run_train(const TrainArgs& args) {
   if (!args.resume.empty() && !file_exists(config_path)) {
     return fail(file_exists(args.resume + "/trainer_state.json")
                     ? "--resume takes the run folder (run.dir, holding config.yaml and latest), not a checkpoint "
-                      "folder; " + args.resume + " is a checkpoint"
+                      "folder; " +
+                          args.resume + " is a checkpoint"
                     : "--resume " + args.resume + ": no config.yaml there; is it the run.dir of a kipp train run?");
   }
   auto config = train::load_train_config(config_path, args.overrides);
@@ -126,10 +127,10 @@ int run_train(const TrainArgs& args) {
   }
   if (std::isfinite(summary->last_val_loss) && std::isfinite(summary->unigram_baseline)) {
     const double gain = summary->unigram_baseline - summary->last_val_loss;
-    std::printf("final validation loss %.4f vs unigram baseline %.4f (%s)\n", summary->last_val_loss,
-                summary->unigram_baseline,
-                gain > 0 ? (std::to_string(gain).substr(0, 4) + " nats per token below it: the model uses context").c_str()
-                         : "not below it yet: the model has learnt no more than token frequencies");
+    std::printf(
+        "final validation loss %.4f vs unigram baseline %.4f (%s)\n", summary->last_val_loss, summary->unigram_baseline,
+        gain > 0 ? (std::to_string(gain).substr(0, 4) + " nats per token below it: the model uses context").c_str()
+                 : "not below it yet: the model has learnt no more than token frequencies");
   }
   return 0;
 }
@@ -159,7 +160,8 @@ void register_train(CLI::App& app, Action& action) {
 }
 
 void register_average(CLI::App& app, Action& action) {
-  auto* command = app.add_subcommand("average", "Average the weights of checkpoints of one model into a new checkpoint");
+  auto* command =
+      app.add_subcommand("average", "Average the weights of checkpoints of one model into a new checkpoint");
   command->footer(R"(
 The output is a Hugging Face folder (config.json, model.safetensors, tokenizer) without
 optimizer state; `kipp convert` turns it into GGUF.

@@ -15,7 +15,7 @@ void register_registry(CLI::App& app, Action& action);
 void register_convert(CLI::App& app, Action& action);
 void register_inspect(CLI::App& app, Action& action);
 void register_pull(CLI::App& app, Action& action);
-void register_tokenize(CLI::App& app, Action& action);  // tokenize and detokenize
+void register_tokenize(CLI::App& app, Action& action);   // tokenize and detokenize
 void register_tokenizer(CLI::App& app, Action& action);  // tokenizer train and tokenizer encode
 void register_logits(CLI::App& app, Action& action);
 void register_generate(CLI::App& app, Action& action);
@@ -24,8 +24,8 @@ void register_chat(CLI::App& app, Action& action);
 void register_train(CLI::App& app, Action& action);
 void register_average(CLI::App& app, Action& action);
 void register_eval(CLI::App& app, Action& action);
-void register_plot(CLI::App& app, Action& action);  // kipp plot RUN_DIR: loss curves as SVG
-void register_data(CLI::App& app, Action& action);  // data preview
+void register_plot(CLI::App& app, Action& action);   // kipp plot RUN_DIR: loss curves as SVG
+void register_data(CLI::App& app, Action& action);   // data preview
 void register_serve(CLI::App& app, Action& action);  // the OpenAI-compatible server
 void register_bench(CLI::App& app, Action& action);  // prefill/decode/batch speed against measured limits
 

@@ -22,7 +22,8 @@ Expected<std::vector<uint32_t>> parse_token_ids(const std::string& text) {
       if (c < '0' || c > '9') valid = false;
       if (valid) value = value * 10 + static_cast<uint64_t>(c - '0');
     }
-    if (!valid || value > UINT32_MAX) return make_error("--ids: '" + item + "' is not a token id (a number 0..4294967295)");
+    if (!valid || value > UINT32_MAX)
+      return make_error("--ids: '" + item + "' is not a token id (a number 0..4294967295)");
     ids.push_back(static_cast<uint32_t>(value));
     i = end;
   }
@@ -32,8 +33,8 @@ Expected<std::vector<uint32_t>> parse_token_ids(const std::string& text) {
 Status check_token_ids(std::span<const uint32_t> ids, uint32_t vocab_size) {
   for (uint32_t id : ids) {
     if (id >= vocab_size) {
-      return make_error("unknown token id " + std::to_string(id) + " (the vocabulary has " + std::to_string(vocab_size) +
-                        " tokens)");
+      return make_error("unknown token id " + std::to_string(id) + " (the vocabulary has " +
+                        std::to_string(vocab_size) + " tokens)");
     }
   }
   return ok_status();

@@ -185,7 +185,6 @@ size_t display_width(std::string_view text) {
   return columns;
 }
 
-
 TerminalMode detect_terminal(std::FILE* stream, bool force_plain) {
   TerminalMode mode;
   mode.fd = ::fileno(stream);

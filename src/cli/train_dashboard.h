@@ -135,10 +135,10 @@ class TrainDashboard {
 };
 
 // Human-readable numbers, shared by the panel and the log lines.
-std::string format_duration(double seconds);     // "00:56", "03:44", "1:02:03"; "--:--" unknown
-std::string format_thousands(uint64_t value);    // "2,150"
-std::string format_rate(double per_second);      // "2,150"; "2.5" below 100
-std::string format_memory(uint64_t bytes);       // "412 MiB", "1.23 GiB" ("12 KiB", "5 B" when small)
+std::string format_duration(double seconds);   // "00:56", "03:44", "1:02:03"; "--:--" unknown
+std::string format_thousands(uint64_t value);  // "2,150"
+std::string format_rate(double per_second);    // "2,150"; "2.5" below 100
+std::string format_memory(uint64_t bytes);     // "412 MiB", "1.23 GiB" ("12 KiB", "5 B" when small)
 // Columns `text` takes: escape sequences take none, a UTF-8 code point one.
 size_t display_width(std::string_view text);
 // `text` cut to at most `columns` columns, escape sequences kept whole.

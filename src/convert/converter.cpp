@@ -289,7 +289,8 @@ Expected<const RegistryEntry*> fill_provenance(const ConvertOptions& options, co
     return make_error(entry->id + ": revision " + *options.revision + " is not the pinned revision " + entry->revision);
   }
   if (!(entry->config == config)) {
-    return make_error(entry->id + ": config.json does not match the registry entry (dimensions, ids or constants differ)");
+    return make_error(entry->id +
+                      ": config.json does not match the registry entry (dimensions, ids or constants differ)");
   }
   KIPP_RETURN_IF_ERROR(verify_registry_files(*entry, dir, options));
   provenance.kind = ProvenanceKind::Registry;
@@ -348,7 +349,8 @@ Status write_gguf(TensorStream& stream, const std::vector<TensorSpec>& specs, co
 Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   ConvertOptions options = requested;
   const std::string& dir = options.input_dir;
-  if (!fs::is_directory(dir)) return make_error(dir + " is not a directory (expected a Hugging Face checkpoint folder)");
+  if (!fs::is_directory(dir))
+    return make_error(dir + " is not a directory (expected a Hugging Face checkpoint folder)");
   KIPP_RETURN_IF_ERROR(resolve_registry_stamp(options));
   KIPP_RETURN_IF_ERROR(check_stamp(options));
 
@@ -368,22 +370,21 @@ Expected<ConvertReport> convert_checkpoint(const ConvertOptions& requested) {
   auto tokenizer = import_hf_tokenizer(tokenizer_files, config.vocab_size, config.bos_token_id, config.eos_token_id);
   if (!tokenizer.ok()) return make_error(dir + ": " + tokenizer.message());
   if (!entry) {
-    provenance.variant = options.variant.value_or(tokenizer->chat_template || options.chat_format ? Variant::Instruct
-                                                                                                  : Variant::Base);
+    provenance.variant =
+        options.variant.value_or(tokenizer->chat_template || options.chat_format ? Variant::Instruct : Variant::Base);
   }
 
   report(options, "reading safetensors in " + dir);
   auto checkpoint = SafetensorsCheckpoint::open_dir(dir);
   if (!checkpoint.ok()) return checkpoint.error();
   const auto specs = expected_tensors(config, options.scheme);
-  KIPP_ASSIGN_OR_RETURN(report_out.notes, check_extra_tensors(*checkpoint, specs, config, provenance.dropped_tied_lm_head));
+  KIPP_ASSIGN_OR_RETURN(report_out.notes,
+                        check_extra_tensors(*checkpoint, specs, config, provenance.dropped_tied_lm_head));
   TensorStream stream(*checkpoint, specs);
   KIPP_RETURN_IF_ERROR(stream.check_sources());
   KIPP_ASSIGN_OR_RETURN(provenance.content_hash, hash_converted(stream, options));
 
-  const std::string name = !options.name.empty() ? options.name
-                           : entry                ? entry->id
-                                                  : fs::path(dir).filename().string();
+  const std::string name = !options.name.empty() ? options.name : entry ? entry->id : fs::path(dir).filename().string();
   KIPP_RETURN_IF_ERROR(write_gguf(stream, specs, options, config, name, *tokenizer, provenance));
 
   report_out.config = config;

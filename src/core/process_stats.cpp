@@ -45,7 +45,7 @@ Expected<ProcessMemory> read_process_memory() {
 }
 
 double process_cpu_seconds() {
-  timespec now {};
+  timespec now{};
   if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now) == 0) {
     return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
   }

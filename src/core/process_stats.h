@@ -28,8 +28,8 @@ double process_cpu_seconds();
 unsigned hardware_thread_count();
 
 struct ProcessSample {
-  double cpu_percent = 0;          // since the previous sample (or construction); 100 = one core
-  double interval_seconds = 0;     // the wall time that cpu_percent covers
+  double cpu_percent = 0;       // since the previous sample (or construction); 100 = one core
+  double interval_seconds = 0;  // the wall time that cpu_percent covers
   uint64_t rss_bytes = 0;
   uint64_t peak_rss_bytes = 0;
   unsigned hardware_threads = 0;

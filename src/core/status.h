@@ -20,21 +20,33 @@ inline Error make_error(std::string message) { return Error{std::move(message)};
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : state_(std::move(value)) {}  // NOLINT: implicit by design
+  Expected(T value) : state_(std::move(value)) {}      // NOLINT: implicit by design
   Expected(Error error) : state_(std::move(error)) {}  // NOLINT: implicit by design
 
   bool ok() const { return state_.index() == 0; }
   explicit operator bool() const { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(state_); }
-  const T& value() const& { assert(ok()); return std::get<0>(state_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(state_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(state_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const Error& error() const { assert(!ok()); return std::get<1>(state_); }
+  const Error& error() const {
+    assert(!ok());
+    return std::get<1>(state_);
+  }
   const std::string& message() const { return error().message; }
 
  private:
@@ -49,7 +61,10 @@ class [[nodiscard]] Expected<void> {
 
   bool ok() const { return !failed_; }
   explicit operator bool() const { return ok(); }
-  const Error& error() const { assert(failed_); return error_; }
+  const Error& error() const {
+    assert(failed_);
+    return error_;
+  }
   const std::string& message() const { return error().message; }
 
  private:
@@ -74,15 +89,15 @@ Expected<T> with_context(Expected<T> result, const std::string& context) {
 #define KIPP_CONCAT(a, b) KIPP_CONCAT_INNER(a, b)
 
 // Returns the error of a failed Status/Expected from the enclosing function.
-#define KIPP_RETURN_IF_ERROR(expr)                                   \
-  do {                                                               \
-    auto kipp_status_ = (expr);                                      \
+#define KIPP_RETURN_IF_ERROR(expr)                                      \
+  do {                                                                  \
+    auto kipp_status_ = (expr);                                         \
     if (!kipp_status_.ok()) return ::kipp::Error{kipp_status_.error()}; \
   } while (0)
 
 // `KIPP_ASSIGN_OR_RETURN(auto x, MakeX());` binds the value or returns the error.
-#define KIPP_ASSIGN_OR_RETURN(lhs, expr)                                        \
-  auto KIPP_CONCAT(kipp_expected_, __LINE__) = (expr);                          \
-  if (!KIPP_CONCAT(kipp_expected_, __LINE__).ok())                              \
-    return ::kipp::Error{KIPP_CONCAT(kipp_expected_, __LINE__).error()};        \
+#define KIPP_ASSIGN_OR_RETURN(lhs, expr)                                 \
+  auto KIPP_CONCAT(kipp_expected_, __LINE__) = (expr);                   \
+  if (!KIPP_CONCAT(kipp_expected_, __LINE__).ok())                       \
+    return ::kipp::Error{KIPP_CONCAT(kipp_expected_, __LINE__).error()}; \
   lhs = std::move(KIPP_CONCAT(kipp_expected_, __LINE__)).value()

@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <exception>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -41,8 +41,8 @@ class ThreadPool {
   size_t count_ = 0;
   std::atomic<size_t> generation_{0};
   std::atomic<size_t> pending_{0};
-  bool stopping_ = false;                // guarded by mutex_
-  std::exception_ptr worker_failure_;    // guarded by mutex_
+  bool stopping_ = false;              // guarded by mutex_
+  std::exception_ptr worker_failure_;  // guarded by mutex_
 };
 
 }  // namespace kipp

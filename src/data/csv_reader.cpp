@@ -20,7 +20,8 @@ class CsvSource final : public RecordSource {
     std::string malformed;
     KIPP_ASSIGN_OR_RETURN(bool more, next_row(header_, kMaxColumns, line, count, malformed));
     if (!more) return {};  // an empty file: no columns, no records
-    if (!malformed.empty()) return make_error(path + ":" + std::to_string(line) + ": malformed CSV header: " + malformed);
+    if (!malformed.empty())
+      return make_error(path + ":" + std::to_string(line) + ": malformed CSV header: " + malformed);
     if (count > kMaxColumns) return make_error(path + ": more than " + std::to_string(kMaxColumns) + " CSV columns");
     for (size_t i = 0; i < header_.size(); ++i) {
       if (header_[i] == text_field) {
@@ -51,7 +52,8 @@ class CsvSource final : public RecordSource {
         return true;
       }
       if (const auto bad = utf8::first_invalid_byte(fields_[column_])) {
-        malformed = "invalid UTF-8 in column \"" + header_[column_] + "\" at byte " + std::to_string(*bad) + " of the field";
+        malformed =
+            "invalid UTF-8 in column \"" + header_[column_] + "\" at byte " + std::to_string(*bad) + " of the field";
         return true;
       }
       if (is_blank(fields_[column_])) continue;

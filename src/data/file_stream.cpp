@@ -65,7 +65,8 @@ Expected<FileStream::Segment> FileStream::read_segment(std::string& out, size_t 
     if (bytes.empty()) return taken > 0 ? Segment::Line : Segment::End;
     const size_t room = std::min(bytes.size(), limit - taken);
     const void* newline = std::memchr(bytes.data(), '\n', room);
-    const size_t count = newline != nullptr ? static_cast<size_t>(static_cast<const char*>(newline) - bytes.data()) + 1 : room;
+    const size_t count =
+        newline != nullptr ? static_cast<size_t>(static_cast<const char*>(newline) - bytes.data()) + 1 : room;
     out.append(bytes.data(), count);
     consume(count);
     taken += count;
@@ -96,9 +97,8 @@ Expected<FileStream::LineStatus> FileStream::read_line(std::string& line, size_t
 }
 
 bool is_blank(std::string_view text) {
-  return std::all_of(text.begin(), text.end(), [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-  });
+  return std::all_of(text.begin(), text.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; });
 }
 
 }  // namespace kipp::data

@@ -54,7 +54,8 @@ std::string json_shape_problem(std::string_view text) {
     } else if (c == '}' || c == ']') {
       if (depth > 0) --depth;
     } else if (c == ',' || c == ':') {
-      if (++values > kMaxJsonValues) return "more than " + std::to_string(kMaxJsonValues) + " JSON values in one record";
+      if (++values > kMaxJsonValues)
+        return "more than " + std::to_string(kMaxJsonValues) + " JSON values in one record";
     }
   }
   return {};
@@ -226,7 +227,8 @@ std::string string_field(const json& object, std::string_view prefix, const std:
     return optional ? std::string() : std::string(prefix) + "missing key " + in_quotes(key);
   }
   if (!it->is_string()) {
-    return std::string(prefix) + "key " + in_quotes(key) + " is " + std::string(it->type_name()) + ", expected a string";
+    return std::string(prefix) + "key " + in_quotes(key) + " is " + std::string(it->type_name()) +
+           ", expected a string";
   }
   out = it->get_ref<const std::string&>();
   return {};
@@ -412,9 +414,10 @@ Expected<DatasetFormat> detect_json_format(const std::string& path, const Datase
     if (value.contains("conversations")) return DatasetFormat::ShareGpt;
     if (value.contains("instruction") && value.contains("output")) return DatasetFormat::Alpaca;
     if (value.contains(options.text_field)) return DatasetFormat::Jsonl;
-    return make_error(path + ":" + std::to_string(line) + ": cannot tell the dataset format: the first record has keys " +
-                      key_list(value) + "; expected " + in_quotes(options.text_field) +
-                      " (jsonl), \"messages\" (openai), \"conversations\" (sharegpt) or \"instruction\" and \"output\" (alpaca)");
+    return make_error(
+        path + ":" + std::to_string(line) + ": cannot tell the dataset format: the first record has keys " +
+        key_list(value) + "; expected " + in_quotes(options.text_field) +
+        " (jsonl), \"messages\" (openai), \"conversations\" (sharegpt) or \"instruction\" and \"output\" (alpaca)");
   }
   if (seen == 0) return DatasetFormat::Jsonl;  // no records: nothing to decide
   return make_error(path + ": cannot tell the dataset format: no JSON object among its first " + std::to_string(seen) +

@@ -73,7 +73,7 @@ class ParquetSource final : public ParquetRecordSource {
   std::vector<std::string> columns_;
   std::unique_ptr<parquet::StringRowReader> rows_;
   std::vector<std::optional<std::string_view>> values_;
-  size_t input_index_ = 0;   // 0: the file has no such column
+  size_t input_index_ = 0;  // 0: the file has no such column
   size_t system_index_ = 0;
 
   std::string_view optional_value(size_t index) const {
@@ -84,8 +84,7 @@ class ParquetSource final : public ParquetRecordSource {
 
 }  // namespace
 
-Expected<std::unique_ptr<ParquetRecordSource>> ParquetRecordSource::open(const std::string& file,
-                                                                         DatasetFormat format,
+Expected<std::unique_ptr<ParquetRecordSource>> ParquetRecordSource::open(const std::string& file, DatasetFormat format,
                                                                          const DatasetOptions& options) {
   if (format != DatasetFormat::Parquet && format != DatasetFormat::Alpaca) {
     return make_error(file + ": a Parquet file is read as format parquet or alpaca");

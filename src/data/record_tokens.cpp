@@ -40,11 +40,13 @@ Expected<RecordTokens> tokenize_conversation(const Record& record, const Trainin
     }
     KIPP_RETURN_IF_ERROR(append_tokens(tokenizer, std::string_view(whole).substr(done, before.size() - done),
                                        SpecialTokens::Parse, false, out));
-    KIPP_RETURN_IF_ERROR(append_tokens(tokenizer, std::string_view(whole).substr(before.size(), through.size() - before.size()),
+    KIPP_RETURN_IF_ERROR(append_tokens(tokenizer,
+                                       std::string_view(whole).substr(before.size(), through.size() - before.size()),
                                        SpecialTokens::Parse, true, out));
     done = through.size();
   }
-  KIPP_RETURN_IF_ERROR(append_tokens(tokenizer, std::string_view(whole).substr(done), SpecialTokens::Parse, false, out));
+  KIPP_RETURN_IF_ERROR(
+      append_tokens(tokenizer, std::string_view(whole).substr(done), SpecialTokens::Parse, false, out));
   // The end token separates packed conversations; the assistant's end-of-turn marker is what
   // the model learns to stop on, so the separator itself carries no loss.
   out.ids.push_back(tokenizer.eos_id);

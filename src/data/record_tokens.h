@@ -17,7 +17,7 @@ namespace kipp::data {
 struct RecordTokens {
   std::vector<uint32_t> ids;
   std::vector<uint8_t> counts;  // per id: 1 when the id is a target that carries loss
-  std::string rendered;  // the text that was tokenized (a conversation's chat rendering)
+  std::string rendered;         // the text that was tokenized (a conversation's chat rendering)
   bool any_counted() const;
 };
 

@@ -100,10 +100,12 @@ Expected<DatasetFormat> resolve_parquet(const std::string& path, DatasetFormat f
     if (alpaca) return DatasetFormat::Alpaca;
     if (contains(columns, options.text_field)) return DatasetFormat::Parquet;
     return make_error(path + ": cannot tell the dataset format: no column \"" + options.text_field +
-                      "\" and no \"instruction\" and \"output\" (alpaca) among its columns (" + column_list(columns) + ")");
+                      "\" and no \"instruction\" and \"output\" (alpaca) among its columns (" + column_list(columns) +
+                      ")");
   }
   if (format == DatasetFormat::Alpaca && !alpaca) {
-    return make_error(path + ": alpaca needs the columns \"instruction\" and \"output\" (columns: " + column_list(columns) + ")");
+    return make_error(
+        path + ": alpaca needs the columns \"instruction\" and \"output\" (columns: " + column_list(columns) + ")");
   }
   if (format == DatasetFormat::Parquet && !contains(columns, options.text_field)) {
     return make_error(path + ": no column \"" + options.text_field + "\" (columns: " + column_list(columns) + ")");
@@ -115,7 +117,8 @@ Expected<DatasetFormat> resolve_parquet(const std::string& path, DatasetFormat f
 // Parquet columns, the first JSON record under Auto).
 Expected<DatasetFormat> resolve_format(const std::string& path, const DatasetOptions& options) {
   const std::string extension = lower_extension(path);
-  static constexpr std::array<std::string_view, 8> kCompressed = {".gz", ".bz2", ".xz", ".zst", ".zip", ".7z", ".lz4", ".tgz"};
+  static constexpr std::array<std::string_view, 8> kCompressed = {".gz",  ".bz2", ".xz",  ".zst",
+                                                                  ".zip", ".7z",  ".lz4", ".tgz"};
   if (std::find(kCompressed.begin(), kCompressed.end(), extension) != kCompressed.end()) {
     return make_error(path + ": compressed files are not supported; decompress it first");
   }
@@ -162,9 +165,11 @@ class ParquetAdapter final : public RecordSource {
 
 Expected<std::unique_ptr<RecordSource>> open_source(const std::string& path, DatasetFormat format,
                                                     const DatasetOptions& options) {
-  const bool parquet = format == DatasetFormat::Parquet || (format == DatasetFormat::Alpaca && lower_extension(path) == ".parquet");
+  const bool parquet =
+      format == DatasetFormat::Parquet || (format == DatasetFormat::Alpaca && lower_extension(path) == ".parquet");
   if (parquet) {
-    KIPP_ASSIGN_OR_RETURN(std::unique_ptr<ParquetRecordSource> source, ParquetRecordSource::open(path, format, options));
+    KIPP_ASSIGN_OR_RETURN(std::unique_ptr<ParquetRecordSource> source,
+                          ParquetRecordSource::open(path, format, options));
     return std::unique_ptr<RecordSource>(std::make_unique<ParquetAdapter>(path, std::move(source)));
   }
   switch (format) {
@@ -289,7 +294,8 @@ Expected<std::vector<std::string>> expand_inputs(const std::vector<std::string>&
   return files;
 }
 
-Expected<std::unique_ptr<RecordReader>> RecordReader::open(std::vector<std::string> files, const DatasetOptions& options,
+Expected<std::unique_ptr<RecordReader>> RecordReader::open(std::vector<std::string> files,
+                                                           const DatasetOptions& options,
                                                            std::function<void(const std::string&)> on_malformed) {
   std::vector<InputFile> inputs;
   inputs.reserve(files.size());
@@ -300,7 +306,8 @@ Expected<std::unique_ptr<RecordReader>> RecordReader::open(std::vector<std::stri
     KIPP_ASSIGN_OR_RETURN(DatasetFormat format, resolve_format(path, options));
     inputs.push_back({std::move(path), format, static_cast<uint64_t>(info.st_size)});
   }
-  return std::unique_ptr<RecordReader>(std::make_unique<MultiFileReader>(std::move(inputs), options, std::move(on_malformed)));
+  return std::unique_ptr<RecordReader>(
+      std::make_unique<MultiFileReader>(std::move(inputs), options, std::move(on_malformed)));
 }
 
 }  // namespace kipp::data

@@ -60,7 +60,8 @@ class TextSource final : public RecordSource {
         if (finish_document(record, malformed)) return true;
         continue;
       }
-      if (line_start && segment == FileStream::Segment::Line && is_separator(std::string_view(pending_).substr(before))) {
+      if (line_start && segment == FileStream::Segment::Line &&
+          is_separator(std::string_view(pending_).substr(before))) {
         pending_.resize(before);
         if (finish_document(record, malformed)) return true;
         continue;
@@ -118,11 +119,11 @@ class TextSource final : public RecordSource {
 
   std::string separator_;
   FileStream stream_;
-  std::string pending_;             // the current piece's bytes
-  uint64_t piece_line_ = 1;         // where pending_ starts
+  std::string pending_;      // the current piece's bytes
+  uint64_t piece_line_ = 1;  // where pending_ starts
   uint64_t piece_offset_ = 0;
-  bool cut_inside_line_ = false;    // pending_ ends inside a line longer than a piece
-  bool document_started_ = false;   // pieces of the current document were handed out
+  bool cut_inside_line_ = false;   // pending_ ends inside a line longer than a piece
+  bool document_started_ = false;  // pieces of the current document were handed out
   bool close_document_ = false;
   bool at_end_ = false;
 };

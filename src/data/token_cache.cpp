@@ -189,7 +189,8 @@ Status build_from_records(const CacheSource& source, std::vector<std::string> fi
   auto message = [&](const std::string& line) {
     if (events.on_message) events.on_message(line);
   };
-  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader, RecordReader::open(std::move(files), source.dataset, message));
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<RecordReader> reader,
+                        RecordReader::open(std::move(files), source.dataset, message));
   DocumentShuffle shuffle(out, source.shuffle_buffer, source.shuffle_seed);
   ProgressTicker ticker(events);
   std::vector<uint32_t> document;
@@ -209,7 +210,8 @@ Status build_from_records(const CacheSource& source, std::vector<std::string> fi
   };
   Record record;
   while (true) {
-    if (events.should_stop && events.should_stop()) return make_error("stopped while tokenizing the data; nothing was cached");
+    if (events.should_stop && events.should_stop())
+      return make_error("stopped while tokenizing the data; nothing was cached");
     KIPP_ASSIGN_OR_RETURN(bool more, reader->next(record));
     if (!more) break;
     auto tokens = tokenize_record(record, tokenizer, source.tokens);
@@ -271,15 +273,16 @@ Expected<RawTokenFile> inspect_raw_token_file(const std::string& file, size_t wi
     if (std::fread(header, sizeof header, 1, stream.get()) != 1) return make_error(file + ": read error");
     if (header[0] == kLlmcMagic) {
       const size_t header_width = header[1] == 1 ? 2 : header[1] == 2 ? 4 : 0;
-      if (header_width == 0) return make_error(file + ": llm.c token file of unknown version " + std::to_string(header[1]));
+      if (header_width == 0)
+        return make_error(file + ": llm.c token file of unknown version " + std::to_string(header[1]));
       if (header_width != width) {
         return make_error(file + ": an llm.c version " + std::to_string(header[1]) + " file holds " +
                           (header_width == 2 ? "uint16" : "uint32") + " ids; set data.token_dtype to match");
       }
       out = {kLlmcHeaderBytes, size - kLlmcHeaderBytes};
       if (header[2] < 0 || uint64_t(header[2]) * width != out.bytes) {
-        return make_error(file + ": the llm.c header counts " + std::to_string(header[2]) + " tokens but the file holds " +
-                          std::to_string(out.bytes / width));
+        return make_error(file + ": the llm.c header counts " + std::to_string(header[2]) +
+                          " tokens but the file holds " + std::to_string(out.bytes / width));
       }
     }
   }
@@ -312,7 +315,8 @@ Status build_from_raw_tokens(const CacheSource& source, const std::vector<std::s
     if (std::fseek(stream.get(), long(layouts[f].skip), SEEK_SET) != 0) return make_error(file + ": seek error");
     uint64_t position = 0;
     while (size_t got = std::fread(block.data(), 1, block.size(), stream.get())) {
-      if (events.should_stop && events.should_stop()) return make_error("stopped while reading the token files; nothing was cached");
+      if (events.should_stop && events.should_stop())
+        return make_error("stopped while reading the token files; nothing was cached");
       ids.resize(got / width);
       for (size_t i = 0; i < ids.size(); ++i) {
         uint32_t id = 0;
@@ -338,8 +342,8 @@ Status build_from_raw_tokens(const CacheSource& source, const std::vector<std::s
 }
 
 nlohmann::json stats_json(const CacheStats& stats) {
-  return {{"files", stats.files},           {"records", stats.records},     {"malformed", stats.malformed},
-          {"all_masked", stats.all_masked}, {"documents", stats.documents}, {"tokens", stats.tokens},
+  return {{"files", stats.files},           {"records", stats.records},        {"malformed", stats.malformed},
+          {"all_masked", stats.all_masked}, {"documents", stats.documents},    {"tokens", stats.tokens},
           {"counted", stats.counted},       {"input_bytes", stats.input_bytes}};
 }
 
@@ -362,7 +366,8 @@ void remove_abandoned_builds(const std::string& cache_root) {
 
 std::string default_cache_root() {
   if (const char* dir = std::getenv("KIPP_CACHE_DIR"); dir && *dir) return join_path(dir, "datasets");
-  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir) return join_path(join_path(dir, "kipp"), "datasets");
+  if (const char* dir = std::getenv("XDG_CACHE_HOME"); dir && *dir)
+    return join_path(join_path(dir, "kipp"), "datasets");
   const char* home = std::getenv("HOME");
   return join_path(join_path(home && *home ? home : "/tmp", ".cache/kipp"), "datasets");
 }
@@ -413,8 +418,8 @@ Expected<TokenCache> TokenCache::open_or_build(const std::string& cache_root, co
                       std::to_string(stats.malformed) + " malformed, " + std::to_string(stats.all_masked) +
                       " conversations without an assistant turn)");
   }
-  nlohmann::json index = {{"version", kCacheVersion}, {"files", files}, {"stats", stats_json(stats)},
-                          {"content_hash", out.content_hash()}};
+  nlohmann::json index = {
+      {"version", kCacheVersion}, {"files", files}, {"stats", stats_json(stats)}, {"content_hash", out.content_hash()}};
   nlohmann::json shards = nlohmann::json::array();
   for (size_t i = 0; i < out.shard_counts().size(); ++i) {
     shards.push_back({{"file", shard_name(i)}, {"tokens", out.shard_counts()[i]}});
@@ -447,8 +452,8 @@ Expected<TokenCache> TokenCache::open_dir(const std::string& dir) {
     return make_error(index_path + ": " + what + "; delete " + dir + " to rebuild the cache");
   };
   if (!index.is_object() || !index.contains("version") || index["version"] != kCacheVersion ||
-      !index.contains("shards") || !index["shards"].is_array() || !index.contains("stats") || !index["stats"].is_object() ||
-      !index.contains("content_hash") || !index["content_hash"].is_string()) {
+      !index.contains("shards") || !index["shards"].is_array() || !index.contains("stats") ||
+      !index["stats"].is_object() || !index.contains("content_hash") || !index["content_hash"].is_string()) {
     return corrupt("not a version " + std::to_string(kCacheVersion) + " dataset cache index");
   }
   TokenCache cache;
@@ -456,10 +461,10 @@ Expected<TokenCache> TokenCache::open_dir(const std::string& dir) {
   cache.content_hash_ = index["content_hash"].get<std::string>();
   try {
     const nlohmann::json& stats = index["stats"];
-    cache.stats_ = {stats.at("files").get<uint64_t>(),      stats.at("records").get<uint64_t>(),
-                    stats.at("malformed").get<uint64_t>(),  stats.at("all_masked").get<uint64_t>(),
-                    stats.at("documents").get<uint64_t>(),  stats.at("tokens").get<uint64_t>(),
-                    stats.at("counted").get<uint64_t>(),    stats.at("input_bytes").get<uint64_t>()};
+    cache.stats_ = {stats.at("files").get<uint64_t>(),     stats.at("records").get<uint64_t>(),
+                    stats.at("malformed").get<uint64_t>(), stats.at("all_masked").get<uint64_t>(),
+                    stats.at("documents").get<uint64_t>(), stats.at("tokens").get<uint64_t>(),
+                    stats.at("counted").get<uint64_t>(),   stats.at("input_bytes").get<uint64_t>()};
     for (const nlohmann::json& shard : index["shards"]) {
       const std::string name = shard.at("file").get<std::string>();
       const uint64_t tokens = shard.at("tokens").get<uint64_t>();
@@ -482,7 +487,8 @@ Expected<TokenCache> TokenCache::open_dir(const std::string& dir) {
 }
 
 void TokenCache::read(uint64_t begin, uint64_t count, uint32_t* out) const {
-  size_t shard = size_t(std::upper_bound(shard_starts_.begin(), shard_starts_.end(), begin) - shard_starts_.begin()) - 1;
+  size_t shard =
+      size_t(std::upper_bound(shard_starts_.begin(), shard_starts_.end(), begin) - shard_starts_.begin()) - 1;
   while (count > 0) {
     const uint64_t offset = begin - shard_starts_[shard];
     const uint64_t take = std::min<uint64_t>(count, shard_starts_[shard + 1] - begin);

@@ -42,7 +42,7 @@ struct CacheStats {
   uint64_t all_masked = 0;  // conversations with no assistant token, skipped
   uint64_t documents = 0;
   uint64_t tokens = 0;
-  uint64_t counted = 0;     // tokens that carry loss as targets
+  uint64_t counted = 0;  // tokens that carry loss as targets
   uint64_t input_bytes = 0;
 };
 

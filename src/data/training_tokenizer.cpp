@@ -31,7 +31,8 @@ Expected<TrainingTokenizer> read_tokenizer_files(const std::string& tokenizer_js
   std::map<std::string, uint32_t> added;
   uint64_t max_id = 0;
   try {
-    for (const auto& item : parsed.at("model").at("vocab").items()) max_id = std::max<uint64_t>(max_id, item.value().get<uint64_t>());
+    for (const auto& item : parsed.at("model").at("vocab").items())
+      max_id = std::max<uint64_t>(max_id, item.value().get<uint64_t>());
     for (const json& token : parsed.at("added_tokens")) {
       const uint64_t id = token.at("id").get<uint64_t>();
       if (id >= (uint64_t{1} << 31)) return make_error(tokenizer_json_path + ": token ids beyond 2^31");
@@ -63,8 +64,9 @@ Expected<TrainingTokenizer> read_tokenizer_files(const std::string& tokenizer_js
   auto tokenizer = Tokenizer::create(*metadata);
   if (!tokenizer) return make_error(tokenizer_json_path + ": " + tokenizer.message());
   std::string fingerprint = "tokenizer.json\n" + tokenizer_json + "\ntokenizer_config.json\n" + tokenizer_config_json;
-  return TrainingTokenizer{std::move(*tokenizer), std::move(tokenizer_json), std::move(tokenizer_config_json),
-                           vocab_size, bos_id, eos_id, std::move(fingerprint)};
+  return TrainingTokenizer{
+      std::move(*tokenizer), std::move(tokenizer_json), std::move(tokenizer_config_json), vocab_size, bos_id, eos_id,
+      std::move(fingerprint)};
 }
 
 }  // namespace
@@ -82,11 +84,12 @@ Expected<TrainingTokenizer> tokenizer_from_metadata(const TokenizerMetadata& met
   // The GGUF's vocabulary, types and merges in order: what encoding depends on.
   std::string fingerprint = "gguf " + metadata.model + " " + metadata.pre + "\n";
   for (size_t i = 0; i < metadata.tokens.size(); ++i) {
-    fingerprint += metadata.tokens[i] + "\t" + std::to_string(i < metadata.token_types.size() ? metadata.token_types[i] : 0) + "\n";
+    fingerprint += metadata.tokens[i] + "\t" +
+                   std::to_string(i < metadata.token_types.size() ? metadata.token_types[i] : 0) + "\n";
   }
   for (const std::string& merge : metadata.merges) fingerprint += merge + "\n";
   const uint32_t vocab_size = tokenizer.vocab_size();
-  return TrainingTokenizer{std::move(tokenizer), "", "", vocab_size, metadata.bos_token_id, metadata.eos_token_id,
+  return TrainingTokenizer{std::move(tokenizer),  "", "", vocab_size, metadata.bos_token_id, metadata.eos_token_id,
                            std::move(fingerprint)};
 }
 

@@ -17,7 +17,7 @@ struct TrainingTokenizer {
   std::string tokenizer_config_json;  // the neighbouring tokenizer_config.json, or empty
   uint32_t vocab_size = 0;            // highest id + 1 (vocabulary and added tokens)
   uint32_t bos_id = 0;
-  uint32_t eos_id = 0;                // separates documents in the token stream
+  uint32_t eos_id = 0;  // separates documents in the token stream
   // Everything the encoding depends on, as text: what the token cache is keyed by.
   std::string fingerprint;
 };

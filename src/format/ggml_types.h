@@ -18,9 +18,9 @@ enum class GgmlType : uint32_t {
 
 struct GgmlTypeTraits {
   GgmlType type;
-  std::string_view name;   // "f32", "bf16", "q8_0", "q4_1", ...
-  uint32_t block_elements; // elements per block (1 for plain types)
-  uint32_t block_bytes;    // bytes per block
+  std::string_view name;    // "f32", "bf16", "q8_0", "q4_1", ...
+  uint32_t block_elements;  // elements per block (1 for plain types)
+  uint32_t block_bytes;     // bytes per block
 };
 
 // Traits of a type id Kipp knows, or nullopt for any other id (a file may carry anything).

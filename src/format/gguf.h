@@ -20,8 +20,19 @@
 namespace kipp {
 
 enum class GgufValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 
 // "u8", "i32", "f32", "string", "array", ... ("unknown" for an id outside 0..12).
@@ -56,9 +67,9 @@ class GgufValue {
   GgufValueType array_type() const { return array_type_; }  // meaningful for ARRAY only
 
   // Typed reads; nullopt / nullptr when the value is not of a matching type.
-  std::optional<uint64_t> as_uint() const;   // any integer type holding a value >= 0
-  std::optional<int64_t> as_int() const;     // any integer type fitting int64
-  std::optional<double> as_float() const;    // FLOAT32 or FLOAT64
+  std::optional<uint64_t> as_uint() const;  // any integer type holding a value >= 0
+  std::optional<int64_t> as_int() const;    // any integer type fitting int64
+  std::optional<double> as_float() const;   // FLOAT32 or FLOAT64
   std::optional<bool> as_bool() const;
   const std::string* as_string() const;
   const std::vector<GgufValue>* as_array() const;
@@ -88,8 +99,8 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<uint64_t> dims;  // ggml order: innermost (columns) first
   GgmlType type = GgmlType::F32;
-  uint64_t offset = 0;         // from the start of the data section
-  uint64_t size_bytes = 0;     // derived from dims and type
+  uint64_t offset = 0;      // from the start of the data section
+  uint64_t size_bytes = 0;  // derived from dims and type
 
   // Product of dims (meaningful for validated tensors, where it cannot overflow).
   uint64_t element_count() const;
@@ -110,7 +121,7 @@ class GgufFile {
   static constexpr uint32_t kDefaultAlignment = 32;
   static constexpr uint32_t kMaxDims = 4;
   static constexpr size_t kMaxTensorNameBytes = 64;  // the spec's limit
-  static constexpr int kMaxArrayDepth = 8;            // an array inside 7 more arrays at most
+  static constexpr int kMaxArrayDepth = 8;           // an array inside 7 more arrays at most
   static constexpr std::string_view kAlignmentKey = "general.alignment";
 
   // Validates header, metadata, tensor directory, alignment and that every tensor's data lies
@@ -164,11 +175,9 @@ class GgufWriter {
   Status finish();
 
   // One call for files whose tensors are all in memory (tests, small tools).
-  Status write_all(const std::string& path,
-                   const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
+  Status write_all(const std::string& path, const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
   // The same bytes write_all() would write, in memory (tests, fuzzing).
-  Expected<std::vector<uint8_t>> to_bytes(
-      const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
+  Expected<std::vector<uint8_t>> to_bytes(const std::vector<std::span<const uint8_t>>& tensor_data_in_order);
 
  private:
   // Validates everything declared, assigns tensor offsets and returns the header, metadata

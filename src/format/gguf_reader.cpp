@@ -48,9 +48,7 @@ std::string hex32(uint32_t value) {
   return out;
 }
 
-Error prefixed(const std::string& context, const Error& error) {
-  return make_error(context + ": " + error.message);
-}
+Error prefixed(const std::string& context, const Error& error) { return make_error(context + ": " + error.message); }
 
 // A little-endian reader over the file's bytes. Failures name `field` only; callers add where.
 class Cursor {
@@ -109,8 +107,7 @@ Expected<GgufValue> read_value(Cursor& cursor, GgufValueType type, int depth);
 Expected<GgufValue> read_array(Cursor& cursor, int depth) {
   KIPP_ASSIGN_OR_RETURN(const GgufValueType element_type, read_value_type(cursor, "array element type"));
   if (element_type == GgufValueType::ARRAY && depth >= GgufFile::kMaxArrayDepth) {
-    return make_error("arrays are nested deeper than " + std::to_string(GgufFile::kMaxArrayDepth) +
-                      " levels");
+    return make_error("arrays are nested deeper than " + std::to_string(GgufFile::kMaxArrayDepth) + " levels");
   }
   KIPP_ASSIGN_OR_RETURN(const uint64_t length, cursor.read<uint64_t>("array length"));
   uint64_t min_element_bytes = gguf_scalar_size(element_type);
@@ -197,10 +194,9 @@ bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)
 Status check_count(std::string_view field, uint64_t count, uint64_t min_item_bytes, uint64_t remaining,
                    std::string_view item) {
   if (count <= remaining / min_item_bytes) return ok_status();
-  return make_error("GGUF header: " + std::string(field) + " " + std::to_string(count) +
-                    " is impossible: each " + std::string(item) + " needs at least " +
-                    std::to_string(min_item_bytes) + " bytes and only " + std::to_string(remaining) +
-                    " bytes are left in the file");
+  return make_error("GGUF header: " + std::string(field) + " " + std::to_string(count) + " is impossible: each " +
+                    std::string(item) + " needs at least " + std::to_string(min_item_bytes) + " bytes and only " +
+                    std::to_string(remaining) + " bytes are left in the file");
 }
 
 // Reads one tensor directory entry (not yet checked against the data section).
@@ -211,9 +207,8 @@ Expected<GgufTensorInfo> read_tensor_info(Cursor& cursor, uint64_t index, uint32
   if (name->empty()) return make_error(where + ": name is empty (expected 1 to 64 bytes)");
   const std::string context = "GGUF tensor '" + printable(*name) + "'";
   if (name->size() > GgufFile::kMaxTensorNameBytes) {
-    return make_error(context + ": name length " + std::to_string(name->size()) +
-                      " exceeds the GGUF limit of " + std::to_string(GgufFile::kMaxTensorNameBytes) +
-                      " bytes");
+    return make_error(context + ": name length " + std::to_string(name->size()) + " exceeds the GGUF limit of " +
+                      std::to_string(GgufFile::kMaxTensorNameBytes) + " bytes");
   }
 
   GgufTensorInfo info;
@@ -250,22 +245,20 @@ Expected<GgufTensorInfo> read_tensor_info(Cursor& cursor, uint64_t index, uint32
   info.type = traits->type;
   // Blocks never straddle rows in ggml, so the row length (dimension 0) must be whole blocks.
   if (info.dims[0] % traits->block_elements != 0) {
-    return make_error(context + ": dimension 0 (" + std::to_string(info.dims[0]) +
-                      ") is not a multiple of the " + std::string(traits->name) + " block size " +
-                      std::to_string(traits->block_elements));
+    return make_error(context + ": dimension 0 (" + std::to_string(info.dims[0]) + ") is not a multiple of the " +
+                      std::string(traits->name) + " block size " + std::to_string(traits->block_elements));
   }
   const auto size = ggml_tensor_bytes(info.type, elements);
   if (!size) {
-    return make_error(context + ": the byte size of " + std::to_string(elements) +
-                      " elements overflows 64 bits");
+    return make_error(context + ": the byte size of " + std::to_string(elements) + " elements overflows 64 bits");
   }
   info.size_bytes = *size;
 
   auto offset = cursor.read<uint64_t>("offset");
   if (!offset.ok()) return prefixed(context, offset.error());
   if (*offset % alignment != 0) {
-    return make_error(context + ": offset " + std::to_string(*offset) +
-                      " is not a multiple of the alignment " + std::to_string(alignment));
+    return make_error(context + ": offset " + std::to_string(*offset) + " is not a multiple of the alignment " +
+                      std::to_string(alignment));
   }
   info.offset = *offset;
   return info;
@@ -291,9 +284,9 @@ Expected<uint32_t> alignment_of(const GgufFile& file) {
 Status check_tensor_data(const std::vector<GgufTensorInfo>& tensors, uint64_t data_bytes) {
   for (const GgufTensorInfo& info : tensors) {
     if (info.offset > data_bytes || info.size_bytes > data_bytes - info.offset) {
-      return make_error("GGUF tensor '" + printable(info.name) + "': data at offset " +
-                        std::to_string(info.offset) + " with " + std::to_string(info.size_bytes) +
-                        " bytes ends past the data section's " + std::to_string(data_bytes) + " bytes");
+      return make_error("GGUF tensor '" + printable(info.name) + "': data at offset " + std::to_string(info.offset) +
+                        " with " + std::to_string(info.size_bytes) + " bytes ends past the data section's " +
+                        std::to_string(data_bytes) + " bytes");
     }
   }
 
@@ -308,8 +301,8 @@ Status check_tensor_data(const std::vector<GgufTensorInfo>& tensors, uint64_t da
     const GgufTensorInfo& before = *by_offset[i - 1];
     const GgufTensorInfo& after = *by_offset[i];
     if (after.offset < before.offset + before.size_bytes) {
-      return make_error("GGUF tensor '" + printable(after.name) + "': data [" + std::to_string(after.offset) +
-                        ", " + std::to_string(after.offset + after.size_bytes) + ") overlaps tensor '" +
+      return make_error("GGUF tensor '" + printable(after.name) + "': data [" + std::to_string(after.offset) + ", " +
+                        std::to_string(after.offset + after.size_bytes) + ") overlaps tensor '" +
                         printable(before.name) + "' [" + std::to_string(before.offset) + ", " +
                         std::to_string(before.offset + before.size_bytes) + ")");
     }
@@ -333,8 +326,7 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   auto magic = cursor.read<uint32_t>("magic");
   if (!magic.ok()) return prefixed("GGUF header", magic.error());
   if (*magic != kMagic) {
-    return make_error("GGUF header: magic " + hex32(*magic) + " is not \"GGUF\" (expected " + hex32(kMagic) +
-                      ")");
+    return make_error("GGUF header: magic " + hex32(*magic) + " is not \"GGUF\" (expected " + hex32(kMagic) + ")");
   }
   auto version = cursor.read<uint32_t>("version");
   if (!version.ok()) return prefixed("GGUF header", version.error());
@@ -347,8 +339,7 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   if (!tensor_count.ok()) return prefixed("GGUF header", tensor_count.error());
   auto kv_count = cursor.read<uint64_t>("kv_count");
   if (!kv_count.ok()) return prefixed("GGUF header", kv_count.error());
-  KIPP_RETURN_IF_ERROR(
-      check_count("kv_count", *kv_count, kMinKeyValueBytes, cursor.remaining(), "key/value pair"));
+  KIPP_RETURN_IF_ERROR(check_count("kv_count", *kv_count, kMinKeyValueBytes, cursor.remaining(), "key/value pair"));
   KIPP_RETURN_IF_ERROR(
       check_count("tensor_count", *tensor_count, kMinTensorInfoBytes, cursor.remaining(), "tensor info"));
 
@@ -360,8 +351,7 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
     if (key->empty()) return make_error(where + ": key is empty (expected a non-empty string)");
     const std::string context = where + " ('" + printable(*key) + "')";
     if (const auto it = file.metadata_index_.find(*key); it != file.metadata_index_.end()) {
-      return make_error(context + ": duplicate key (first defined as key #" + std::to_string(it->second) +
-                        ")");
+      return make_error(context + ": duplicate key (first defined as key #" + std::to_string(it->second) + ")");
     }
     auto type = read_value_type(cursor, "value type");
     if (!type.ok()) return prefixed(context, type.error());
@@ -378,8 +368,8 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   for (uint64_t i = 0; i < *tensor_count; ++i) {
     KIPP_ASSIGN_OR_RETURN(GgufTensorInfo info, read_tensor_info(cursor, i, file.alignment_));
     if (const auto it = file.tensor_index_.find(info.name); it != file.tensor_index_.end()) {
-      return make_error("GGUF tensor '" + printable(info.name) +
-                        "': duplicate name (first defined as tensor #" + std::to_string(it->second) + ")");
+      return make_error("GGUF tensor '" + printable(info.name) + "': duplicate name (first defined as tensor #" +
+                        std::to_string(it->second) + ")");
     }
     file.tensor_index_.emplace(info.name, file.tensors_.size());
     file.tensors_.push_back(std::move(info));
@@ -393,8 +383,8 @@ Expected<GgufFile> GgufFile::parse(std::span<const uint8_t> bytes) {
   if (file.data_offset_ > bytes.size()) {
     return make_error("GGUF data section: starts at byte " + std::to_string(file.data_offset_) +
                       " (the tensor directory ends at " + std::to_string(end_of_directory) + ", aligned to " +
-                      std::to_string(file.alignment_) + ") but the file has only " +
-                      std::to_string(bytes.size()) + " bytes");
+                      std::to_string(file.alignment_) + ") but the file has only " + std::to_string(bytes.size()) +
+                      " bytes");
   }
   KIPP_RETURN_IF_ERROR(check_tensor_data(file.tensors_, bytes.size() - file.data_offset_));
   return file;
@@ -415,8 +405,7 @@ std::span<const uint8_t> GgufFile::tensor_data(const GgufTensorInfo& tensor) con
   if (data_offset_ > bytes_.size()) return {};
   const uint64_t data_bytes = bytes_.size() - data_offset_;
   if (tensor.offset > data_bytes || tensor.size_bytes > data_bytes - tensor.offset) return {};
-  return bytes_.subspan(static_cast<size_t>(data_offset_ + tensor.offset),
-                        static_cast<size_t>(tensor.size_bytes));
+  return bytes_.subspan(static_cast<size_t>(data_offset_ + tensor.offset), static_cast<size_t>(tensor.size_bytes));
 }
 
 }  // namespace kipp

@@ -239,9 +239,7 @@ std::optional<bool> GgufValue::as_bool() const {
   return bits_ != 0;
 }
 
-const std::string* GgufValue::as_string() const {
-  return type_ == GgufValueType::STRING ? &string_ : nullptr;
-}
+const std::string* GgufValue::as_string() const { return type_ == GgufValueType::STRING ? &string_ : nullptr; }
 
 const std::vector<GgufValue>* GgufValue::as_array() const {
   return type_ == GgufValueType::ARRAY ? items_.get() : nullptr;
@@ -283,8 +281,7 @@ std::string GgufValue::describe() const {
       break;
   }
   const std::vector<GgufValue>& items = *items_;
-  std::string out =
-      "[" + std::to_string(items.size()) + " x " + std::string(gguf_value_type_name(array_type_));
+  std::string out = "[" + std::to_string(items.size()) + " x " + std::string(gguf_value_type_name(array_type_));
   // Nested arrays show only their size so the rendering stays short at any depth.
   if (array_type_ == GgufValueType::ARRAY || items.empty()) return out + "]";
   out += ": ";

@@ -11,9 +11,7 @@
 namespace kipp {
 namespace {
 
-uint64_t align_up(uint64_t value, uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
+uint64_t align_up(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
 
 bool is_power_of_two(uint64_t value) { return value != 0 && (value & (value - 1)) == 0; }
 
@@ -46,8 +44,7 @@ Status put_array(ByteSink& sink, const GgufValue& value, int depth) {
                       " is unknown (expected 0 to 12)");
   }
   if (element_type == GgufValueType::ARRAY && depth >= GgufFile::kMaxArrayDepth) {
-    return make_error("arrays are nested deeper than " + std::to_string(GgufFile::kMaxArrayDepth) +
-                      " levels");
+    return make_error("arrays are nested deeper than " + std::to_string(GgufFile::kMaxArrayDepth) + " levels");
   }
   const std::vector<GgufValue>& items = *value.as_array();
   sink.put<uint32_t>(static_cast<uint32_t>(element_type));
@@ -139,8 +136,7 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
     }
     entries.push_back(&entry);
   }
-  const GgufMetadataEntry implicit_alignment{std::string(GgufFile::kAlignmentKey),
-                                             GgufValue::u32(alignment_)};
+  const GgufMetadataEntry implicit_alignment{std::string(GgufFile::kAlignmentKey), GgufValue::u32(alignment_)};
   if (alignment_ != GgufFile::kDefaultAlignment && !keys.contains(GgufFile::kAlignmentKey)) {
     entries.push_back(&implicit_alignment);
   }
@@ -163,8 +159,7 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
     const std::string context = "GGUF writer: tensor '" + info.name + "'";
     if (info.name.empty() || info.name.size() > GgufFile::kMaxTensorNameBytes) {
       return make_error(context + ": name length " + std::to_string(info.name.size()) +
-                        " is out of range (expected 1 to " + std::to_string(GgufFile::kMaxTensorNameBytes) +
-                        ")");
+                        " is out of range (expected 1 to " + std::to_string(GgufFile::kMaxTensorNameBytes) + ")");
     }
     if (!names.insert(info.name).second) return make_error(context + ": duplicate name");
     if (info.dims.empty() || info.dims.size() > GgufFile::kMaxDims) {
@@ -183,13 +178,11 @@ Expected<std::vector<uint8_t>> GgufWriter::layout() {
     }
     const auto traits = ggml_type_traits(static_cast<uint32_t>(info.type));
     if (!traits) {
-      return make_error(context + ": ggml type " + std::to_string(static_cast<uint32_t>(info.type)) +
-                        " is unknown");
+      return make_error(context + ": ggml type " + std::to_string(static_cast<uint32_t>(info.type)) + " is unknown");
     }
     if (info.dims[0] % traits->block_elements != 0) {
-      return make_error(context + ": dimension 0 (" + std::to_string(info.dims[0]) +
-                        ") is not a multiple of the " + std::string(traits->name) + " block size " +
-                        std::to_string(traits->block_elements));
+      return make_error(context + ": dimension 0 (" + std::to_string(info.dims[0]) + ") is not a multiple of the " +
+                        std::string(traits->name) + " block size " + std::to_string(traits->block_elements));
     }
     const auto size = ggml_tensor_bytes(info.type, elements);
     if (!size || *size > std::numeric_limits<uint64_t>::max() - alignment_ - offset) {
@@ -217,13 +210,12 @@ Status GgufWriter::check_tensor_data(size_t index, std::string_view name, size_t
   }
   const GgufTensorInfo& info = tensors_[index];
   if (name != info.name) {
-    return make_error("GGUF writer: tensor '" + std::string(name) + "' written out of order (expected '" +
-                      info.name + "', tensor #" + std::to_string(index) + ")");
+    return make_error("GGUF writer: tensor '" + std::string(name) + "' written out of order (expected '" + info.name +
+                      "', tensor #" + std::to_string(index) + ")");
   }
   if (size != info.size_bytes) {
-    return make_error("GGUF writer: tensor '" + info.name + "': " + std::to_string(size) +
-                      " bytes given (expected " + std::to_string(info.size_bytes) + " for " +
-                      std::string(ggml_type_name(info.type)) + " with " +
+    return make_error("GGUF writer: tensor '" + info.name + "': " + std::to_string(size) + " bytes given (expected " +
+                      std::to_string(info.size_bytes) + " for " + std::string(ggml_type_name(info.type)) + " with " +
                       std::to_string(info.element_count()) + " elements)");
   }
   return ok_status();
@@ -257,8 +249,8 @@ Status GgufWriter::write_tensor_part(std::string_view name, std::span<const uint
   }
   const GgufTensorInfo& info = tensors_[next_tensor_];
   if (part.size() > info.size_bytes - next_tensor_written_) {
-    return make_error("GGUF writer: tensor '" + info.name + "': pieces exceed its " +
-                      std::to_string(info.size_bytes) + " bytes");
+    return make_error("GGUF writer: tensor '" + info.name + "': pieces exceed its " + std::to_string(info.size_bytes) +
+                      " bytes");
   }
   if (next_tensor_written_ == 0) {
     const uint64_t start = data_start_ + info.offset;
@@ -277,8 +269,8 @@ Status GgufWriter::finish() {
   if (!file_) return make_error("GGUF writer: finish() before begin()");
   if (next_tensor_ < tensors_.size()) {
     return make_error("GGUF writer: finish() after " + std::to_string(next_tensor_) + " of " +
-                      std::to_string(tensors_.size()) + " tensors (next expected: '" +
-                      tensors_[next_tensor_].name + "')");
+                      std::to_string(tensors_.size()) + " tensors (next expected: '" + tensors_[next_tensor_].name +
+                      "')");
   }
   // The file ends aligned, like every tensor, so it can be appended to or mapped in pages.
   const uint64_t written = file_->bytes_written();
@@ -291,8 +283,8 @@ Status GgufWriter::finish() {
 Status GgufWriter::write_all(const std::string& path,
                              const std::vector<std::span<const uint8_t>>& tensor_data_in_order) {
   if (tensor_data_in_order.size() != tensors_.size()) {
-    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) +
-                      " tensor buffers given for " + std::to_string(tensors_.size()) + " declared tensors");
+    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) + " tensor buffers given for " +
+                      std::to_string(tensors_.size()) + " declared tensors");
   }
   KIPP_RETURN_IF_ERROR(begin(path));
   for (size_t i = 0; i < tensors_.size(); ++i) {
@@ -305,11 +297,10 @@ Status GgufWriter::write_all(const std::string& path,
   return finish();
 }
 
-Expected<std::vector<uint8_t>> GgufWriter::to_bytes(
-    const std::vector<std::span<const uint8_t>>& tensor_data_in_order) {
+Expected<std::vector<uint8_t>> GgufWriter::to_bytes(const std::vector<std::span<const uint8_t>>& tensor_data_in_order) {
   if (tensor_data_in_order.size() != tensors_.size()) {
-    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) +
-                      " tensor buffers given for " + std::to_string(tensors_.size()) + " declared tensors");
+    return make_error("GGUF writer: " + std::to_string(tensor_data_in_order.size()) + " tensor buffers given for " +
+                      std::to_string(tensors_.size()) + " declared tensors");
   }
   KIPP_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, layout());
   for (size_t i = 0; i < tensors_.size(); ++i) {

@@ -134,7 +134,7 @@ class StringColumnReader {
   StringColumnReader(std::shared_ptr<const ParquetFile> file, ColumnInfo info);
   Status start_row_group(size_t index);
   struct Page;
-  Status read_page();  // the next data page of the current chunk into decoder_ (dictionary pages on the way)
+  Status read_page();            // the next data page of the current chunk into decoder_ (dictionary pages on the way)
   Status next_page(Page& page);  // the next page's header, its sizes checked against the chunk and the limits
   Expected<std::span<const uint8_t>> page_bytes(const Page& page, std::vector<uint8_t>& buffer);
   Status read_dictionary_page(const Page& page);
@@ -161,8 +161,8 @@ class StringColumnReader {
   PageStats stats_;
   size_t peak_buffer_bytes_ = 0;
 
-  std::vector<uint8_t> page_buffer_;        // the current data page, decompressed
-  std::vector<uint8_t> dictionary_buffer_;  // the chunk's dictionary page, decompressed
+  std::vector<uint8_t> page_buffer_;          // the current data page, decompressed
+  std::vector<uint8_t> dictionary_buffer_;    // the chunk's dictionary page, decompressed
   std::vector<std::string_view> dictionary_;  // views into dictionary_buffer_
   std::unique_ptr<PageDecoder> decoder_;
 };

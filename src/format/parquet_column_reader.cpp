@@ -42,11 +42,24 @@ void parse_data_page_header(CompactReader& r, PageHeader& h) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1: h.num_values = thrift::read_i32_field(r, f, "num_values"); seen[0] = true; break;
-      case 2: h.encoding = thrift::read_i32_field(r, f, "encoding"); seen[1] = true; break;
-      case 3: h.def_encoding = thrift::read_i32_field(r, f, "definition_level_encoding"); seen[2] = true; break;
-      case 4: thrift::read_i32_field(r, f, "repetition_level_encoding"); seen[3] = true; break;
-      default: r.skip(f.type);
+      case 1:
+        h.num_values = thrift::read_i32_field(r, f, "num_values");
+        seen[0] = true;
+        break;
+      case 2:
+        h.encoding = thrift::read_i32_field(r, f, "encoding");
+        seen[1] = true;
+        break;
+      case 3:
+        h.def_encoding = thrift::read_i32_field(r, f, "definition_level_encoding");
+        seen[2] = true;
+        break;
+      case 4:
+        thrift::read_i32_field(r, f, "repetition_level_encoding");
+        seen[3] = true;
+        break;
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -58,14 +71,35 @@ void parse_data_page_header_v2(CompactReader& r, PageHeader& h) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1: h.num_values = thrift::read_i32_field(r, f, "num_values"); seen |= 1; break;
-      case 2: h.num_nulls = thrift::read_i32_field(r, f, "num_nulls"); seen |= 2; break;
-      case 3: thrift::read_i32_field(r, f, "num_rows"); seen |= 4; break;
-      case 4: h.encoding = thrift::read_i32_field(r, f, "encoding"); seen |= 8; break;
-      case 5: h.def_bytes = thrift::read_i32_field(r, f, "definition_levels_byte_length"); seen |= 16; break;
-      case 6: h.rep_bytes = thrift::read_i32_field(r, f, "repetition_levels_byte_length"); seen |= 32; break;
-      case 7: h.is_compressed = thrift::read_bool_field(r, f, "is_compressed"); break;
-      default: r.skip(f.type);
+      case 1:
+        h.num_values = thrift::read_i32_field(r, f, "num_values");
+        seen |= 1;
+        break;
+      case 2:
+        h.num_nulls = thrift::read_i32_field(r, f, "num_nulls");
+        seen |= 2;
+        break;
+      case 3:
+        thrift::read_i32_field(r, f, "num_rows");
+        seen |= 4;
+        break;
+      case 4:
+        h.encoding = thrift::read_i32_field(r, f, "encoding");
+        seen |= 8;
+        break;
+      case 5:
+        h.def_bytes = thrift::read_i32_field(r, f, "definition_levels_byte_length");
+        seen |= 16;
+        break;
+      case 6:
+        h.rep_bytes = thrift::read_i32_field(r, f, "repetition_levels_byte_length");
+        seen |= 32;
+        break;
+      case 7:
+        h.is_compressed = thrift::read_bool_field(r, f, "is_compressed");
+        break;
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -77,9 +111,16 @@ void parse_dictionary_page_header(CompactReader& r, PageHeader& h) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1: h.num_values = thrift::read_i32_field(r, f, "num_values"); seen |= 1; break;
-      case 2: h.encoding = thrift::read_i32_field(r, f, "encoding"); seen |= 2; break;
-      default: r.skip(f.type);
+      case 1:
+        h.num_values = thrift::read_i32_field(r, f, "num_values");
+        seen |= 1;
+        break;
+      case 2:
+        h.encoding = thrift::read_i32_field(r, f, "encoding");
+        seen |= 2;
+        break;
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -91,25 +132,41 @@ PageHeader parse_page_header(CompactReader& r) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1: h.type = thrift::read_i32_field(r, f, "type"); break;
-      case 2: h.uncompressed_size = thrift::read_i32_field(r, f, "uncompressed_page_size"); break;
-      case 3: h.compressed_size = thrift::read_i32_field(r, f, "compressed_page_size"); break;
+      case 1:
+        h.type = thrift::read_i32_field(r, f, "type");
+        break;
+      case 2:
+        h.uncompressed_size = thrift::read_i32_field(r, f, "uncompressed_page_size");
+        break;
+      case 3:
+        h.compressed_size = thrift::read_i32_field(r, f, "compressed_page_size");
+        break;
       case 5:
-        if (f.type != CompactType::Struct) { r.skip(f.type); break; }
+        if (f.type != CompactType::Struct) {
+          r.skip(f.type);
+          break;
+        }
         parse_data_page_header(r, h);
         h.has_data = true;
         break;
       case 7:
-        if (f.type != CompactType::Struct) { r.skip(f.type); break; }
+        if (f.type != CompactType::Struct) {
+          r.skip(f.type);
+          break;
+        }
         parse_dictionary_page_header(r, h);
         h.has_dictionary = true;
         break;
       case 8:
-        if (f.type != CompactType::Struct) { r.skip(f.type); break; }
+        if (f.type != CompactType::Struct) {
+          r.skip(f.type);
+          break;
+        }
         parse_data_page_header_v2(r, h);
         h.has_data_v2 = true;
         break;
-      default: r.skip(f.type);
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -144,8 +201,8 @@ Expected<std::unique_ptr<StringColumnReader>> StringColumnReader::open(std::shar
 }
 
 Error StringColumnReader::error(const std::string& what) const {
-  return make_error(file_->path() + ": column \"" + info_.name + "\", row group " + std::to_string(row_group_) +
-                    ": " + what);
+  return make_error(file_->path() + ": column \"" + info_.name + "\", row group " + std::to_string(row_group_) + ": " +
+                    what);
 }
 
 void StringColumnReader::note_buffers() {
@@ -249,8 +306,8 @@ Expected<std::span<const uint8_t>> StringColumnReader::page_bytes(const Page& pa
   const auto uncompressed = static_cast<uint64_t>(page.header.uncompressed_size);
   if (codec_ == kCodecUncompressed) {
     if (compressed != uncompressed) {
-      return page_error(page, "uncompressed page has sizes " + std::to_string(compressed) + " and " +
-                                  std::to_string(uncompressed));
+      return page_error(
+          page, "uncompressed page has sizes " + std::to_string(compressed) + " and " + std::to_string(uncompressed));
     }
     return page.raw;
   }

@@ -21,16 +21,10 @@ std::string codec_name(int32_t codec) {
 }
 
 std::string encoding_name(int32_t encoding) {
-  static const char* const names[] = {"PLAIN",
-                                      "GROUP_VAR_INT",
-                                      "PLAIN_DICTIONARY",
-                                      "RLE",
-                                      "BIT_PACKED",
-                                      "DELTA_BINARY_PACKED",
-                                      "DELTA_LENGTH_BYTE_ARRAY",
-                                      "DELTA_BYTE_ARRAY",
-                                      "RLE_DICTIONARY",
-                                      "BYTE_STREAM_SPLIT"};
+  static const char* const names[] = {
+      "PLAIN",          "GROUP_VAR_INT",       "PLAIN_DICTIONARY",        "RLE",
+      "BIT_PACKED",     "DELTA_BINARY_PACKED", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY",
+      "RLE_DICTIONARY", "BYTE_STREAM_SPLIT"};
   if (encoding >= 0 && encoding < 10) return names[encoding];
   return "encoding " + std::to_string(encoding);
 }
@@ -387,8 +381,7 @@ bool PageDecoder::next(std::optional<std::string_view>& value, std::string& erro
 // would let a tiny header claim billions).
 bool PageDecoder::check_count(uint64_t count, std::string& error) const {
   if (count > static_cast<uint64_t>(values_left_)) {
-    error = "delta encoding claims " + std::to_string(count) + " values in a page of " +
-            std::to_string(values_left_);
+    error = "delta encoding claims " + std::to_string(count) + " values in a page of " + std::to_string(values_left_);
     return false;
   }
   return true;

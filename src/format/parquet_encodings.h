@@ -19,8 +19,8 @@
 namespace kipp::parquet {
 
 constexpr int32_t kCodecUncompressed = 0, kCodecSnappy = 1, kCodecGzip = 2, kCodecZstd = 6;
-constexpr int32_t kEncodingPlain = 0, kEncodingPlainDictionary = 2, kEncodingRle = 3,
-                  kEncodingDeltaLengthByteArray = 6, kEncodingDeltaByteArray = 7, kEncodingRleDictionary = 8;
+constexpr int32_t kEncodingPlain = 0, kEncodingPlainDictionary = 2, kEncodingRle = 3, kEncodingDeltaLengthByteArray = 6,
+                  kEncodingDeltaByteArray = 7, kEncodingRleDictionary = 8;
 
 std::string codec_name(int32_t codec);
 std::string encoding_name(int32_t encoding);

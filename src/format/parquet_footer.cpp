@@ -47,11 +47,21 @@ void parse_schema_element(CompactReader& r, SchemaElement& e) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1: e.type = thrift::read_i32_field(r, f, "SchemaElement.type"); break;
-      case 3: e.repetition = thrift::read_i32_field(r, f, "SchemaElement.repetition_type"); break;
-      case 4: e.name = thrift::read_binary_field(r, f, "SchemaElement.name"); has_name = true; break;
-      case 5: e.num_children = thrift::read_i32_field(r, f, "SchemaElement.num_children"); break;
-      default: r.skip(f.type);
+      case 1:
+        e.type = thrift::read_i32_field(r, f, "SchemaElement.type");
+        break;
+      case 3:
+        e.repetition = thrift::read_i32_field(r, f, "SchemaElement.repetition_type");
+        break;
+      case 4:
+        e.name = thrift::read_binary_field(r, f, "SchemaElement.name");
+        has_name = true;
+        break;
+      case 5:
+        e.num_children = thrift::read_i32_field(r, f, "SchemaElement.num_children");
+        break;
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -63,16 +73,31 @@ void parse_column_meta(CompactReader& r, RawChunk& c) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1: c.meta.type = thrift::read_i32_field(r, f, "ColumnMetaData.type"); seen |= 1; break;
-      case 4: c.meta.codec = thrift::read_i32_field(r, f, "ColumnMetaData.codec"); seen |= 2; break;
-      case 5: c.meta.num_values = thrift::read_i64_field(r, f, "ColumnMetaData.num_values"); seen |= 4; break;
+      case 1:
+        c.meta.type = thrift::read_i32_field(r, f, "ColumnMetaData.type");
+        seen |= 1;
+        break;
+      case 4:
+        c.meta.codec = thrift::read_i32_field(r, f, "ColumnMetaData.codec");
+        seen |= 2;
+        break;
+      case 5:
+        c.meta.num_values = thrift::read_i64_field(r, f, "ColumnMetaData.num_values");
+        seen |= 4;
+        break;
       case 7:
         c.total_compressed_size = thrift::read_i64_field(r, f, "ColumnMetaData.total_compressed_size");
         seen |= 8;
         break;
-      case 9: c.data_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.data_page_offset"); seen |= 16; break;
-      case 11: c.dictionary_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.dictionary_page_offset"); break;
-      default: r.skip(f.type);
+      case 9:
+        c.data_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.data_page_offset");
+        seen |= 16;
+        break;
+      case 11:
+        c.dictionary_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.dictionary_page_offset");
+        break;
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -168,8 +193,11 @@ Expected<RawFooter> parse_file_metadata(std::span<const uint8_t> footer) {
         has_groups = true;
         break;
       }
-      case 6: out.created_by = thrift::read_binary_field(r, f, "FileMetaData.created_by"); break;
-      default: r.skip(f.type);
+      case 6:
+        out.created_by = thrift::read_binary_field(r, f, "FileMetaData.created_by");
+        break;
+      default:
+        r.skip(f.type);
     }
   }
   r.end_struct();
@@ -201,7 +229,8 @@ Status collect_columns(const std::vector<SchemaElement>& schema, std::vector<Col
       // Walk the subtree: each element consumes one pending slot and adds its children.
       uint64_t pending = 1;
       while (pending > 0) {
-        if (index >= schema.size()) return make_error("corrupt footer: the schema ends inside field \"" + e.name + "\"");
+        if (index >= schema.size())
+          return make_error("corrupt footer: the schema ends inside field \"" + e.name + "\"");
         const SchemaElement& sub = schema[index++];
         if (sub.num_children < 0) return make_error("corrupt footer: a negative child count inside \"" + e.name + "\"");
         --pending;
@@ -334,8 +363,8 @@ Expected<const ColumnInfo*> ParquetFile::find_column(std::string_view name) cons
   }
   std::string list;
   for (const ColumnInfo& column : columns_) list += (list.empty() ? "\"" : ", \"") + column.name + "\"";
-  return make_error(path() + ": no column \"" + std::string(name) + "\" (the file has: " +
-                    (list.empty() ? "no columns" : list) + ")");
+  return make_error(path() + ": no column \"" + std::string(name) +
+                    "\" (the file has: " + (list.empty() ? "no columns" : list) + ")");
 }
 
 }  // namespace kipp::parquet

@@ -81,7 +81,6 @@ std::optional<uint64_t> tensor_byte_count(SafetensorsDtype dtype, const std::vec
 
 std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
 
-
 uint64_t read_le_u64(const uint8_t* bytes) {
   uint64_t value = 0;
   for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
@@ -134,8 +133,8 @@ Expected<SafetensorsTensor> parse_tensor_entry(const std::string& name, const Js
   KIPP_ASSIGN_OR_RETURN(std::vector<uint64_t> offsets,
                         json_to_u64_array(entry["data_offsets"], where + ": field 'data_offsets'"));
   if (offsets.size() != 2) {
-    return make_error(where + ": field 'data_offsets': expected [begin, end], found " +
-                      std::to_string(offsets.size()) + " elements");
+    return make_error(where + ": field 'data_offsets': expected [begin, end], found " + std::to_string(offsets.size()) +
+                      " elements");
   }
   tensor.begin = offsets[0];
   tensor.end = offsets[1];
@@ -188,9 +187,10 @@ Status check_coverage(std::vector<SafetensorsTensor>& tensors, uint64_t data_siz
   const SafetensorsTensor* previous = nullptr;
   for (const SafetensorsTensor& tensor : tensors) {
     if (tensor.begin < cursor) {
-      return make_error("tensors " + single_quoted(previous->name) + " and " + single_quoted(tensor.name) + " overlap: " +
-                        single_quoted(tensor.name) + " field 'data_offsets' begins at " + std::to_string(tensor.begin) +
-                        ", expected " + std::to_string(cursor) + " (the end of " + single_quoted(previous->name) + ")");
+      return make_error("tensors " + single_quoted(previous->name) + " and " + single_quoted(tensor.name) +
+                        " overlap: " + single_quoted(tensor.name) + " field 'data_offsets' begins at " +
+                        std::to_string(tensor.begin) + ", expected " + std::to_string(cursor) + " (the end of " +
+                        single_quoted(previous->name) + ")");
     }
     if (tensor.begin > cursor) {
       return make_error("hole in the data section: bytes [" + std::to_string(cursor) + ", " +
@@ -202,9 +202,9 @@ Status check_coverage(std::vector<SafetensorsTensor>& tensors, uint64_t data_siz
     previous = &tensor;
   }
   if (cursor != data_size) {
-    return make_error("hole in the data section: bytes [" + std::to_string(cursor) + ", " +
-                      std::to_string(data_size) + ") after the last tensor belong to no tensor (data section is " +
-                      std::to_string(data_size) + " bytes, tensors end at " + std::to_string(cursor) + ")");
+    return make_error("hole in the data section: bytes [" + std::to_string(cursor) + ", " + std::to_string(data_size) +
+                      ") after the last tensor belong to no tensor (data section is " + std::to_string(data_size) +
+                      " bytes, tensors end at " + std::to_string(cursor) + ")");
   }
   return ok_status();
 }
@@ -250,7 +250,8 @@ Expected<std::map<std::string, std::string>> read_weight_map(const std::string& 
   if (!root.is_object()) return make_error("expected a JSON object, found " + std::string(root.type_name()));
   if (!root.contains("weight_map")) return make_error("missing field 'weight_map'");
   const Json& map = root["weight_map"];
-  if (!map.is_object()) return make_error("field 'weight_map': expected an object, found " + std::string(map.type_name()));
+  if (!map.is_object())
+    return make_error("field 'weight_map': expected an object, found " + std::string(map.type_name()));
   std::map<std::string, std::string> out;
   for (const auto& [tensor, shard] : map.items()) {
     if (!shard.is_string()) {
@@ -397,8 +398,8 @@ Expected<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std::strin
                             std::string(kIndexName) + " field 'weight_map'");
         }
         if (listed->second != shard) {
-          return make_error(shard_path + ": tensor " + single_quoted(tensor.name) + " is duplicated: " +
-                            std::string(kIndexName) + " field 'weight_map' lists it in shard " +
+          return make_error(shard_path + ": tensor " + single_quoted(tensor.name) +
+                            " is duplicated: " + std::string(kIndexName) + " field 'weight_map' lists it in shard " +
                             single_quoted(listed->second) + ", found it in " + single_quoted(shard));
         }
         checkpoint.tensors_.emplace(tensor.name, Ref{opened, &tensor});

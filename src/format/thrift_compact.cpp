@@ -7,23 +7,35 @@ namespace kipp::thrift {
 
 namespace {
 
-
 const char* type_name(CompactType type) {
   switch (type) {
-    case CompactType::Stop: return "stop";
+    case CompactType::Stop:
+      return "stop";
     case CompactType::BoolTrue:
-    case CompactType::BoolFalse: return "bool";
-    case CompactType::Byte: return "byte";
-    case CompactType::I16: return "i16";
-    case CompactType::I32: return "i32";
-    case CompactType::I64: return "i64";
-    case CompactType::Double: return "double";
-    case CompactType::Binary: return "binary";
-    case CompactType::List: return "list";
-    case CompactType::Set: return "set";
-    case CompactType::Map: return "map";
-    case CompactType::Struct: return "struct";
-    case CompactType::Uuid: return "uuid";
+    case CompactType::BoolFalse:
+      return "bool";
+    case CompactType::Byte:
+      return "byte";
+    case CompactType::I16:
+      return "i16";
+    case CompactType::I32:
+      return "i32";
+    case CompactType::I64:
+      return "i64";
+    case CompactType::Double:
+      return "double";
+    case CompactType::Binary:
+      return "binary";
+    case CompactType::List:
+      return "list";
+    case CompactType::Set:
+      return "set";
+    case CompactType::Map:
+      return "map";
+    case CompactType::Struct:
+      return "struct";
+    case CompactType::Uuid:
+      return "uuid";
   }
   return "unknown";
 }

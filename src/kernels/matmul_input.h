@@ -37,11 +37,11 @@ struct PreparedInput {
   // and Q8 rows are prepared from.
   const float* f32 = nullptr;
   size_t f32_stride = 0;
-  uint16_t* bf16 = nullptr;         // BF16: rows * cols
-  int8_t* q8 = nullptr;             // Q8: rows * cols codes
-  float* q8_scale = nullptr;        // Q8: rows * cols / 32 scales d
-  int32_t* q8_sum = nullptr;        // Q8: rows * cols / 32 code sums
-  float* q8_scaled_sum = nullptr;   // Q8: rows * cols / 32 values d * (code sum), in FP32
+  uint16_t* bf16 = nullptr;        // BF16: rows * cols
+  int8_t* q8 = nullptr;            // Q8: rows * cols codes
+  float* q8_scale = nullptr;       // Q8: rows * cols / 32 scales d
+  int32_t* q8_sum = nullptr;       // Q8: rows * cols / 32 code sums
+  float* q8_scaled_sum = nullptr;  // Q8: rows * cols / 32 values d * (code sum), in FP32
 };
 
 // Bytes of storage `rows` x `cols` in `format` take (0 for F32).

@@ -6,9 +6,7 @@
 
 namespace kipp {
 
-ContentHasher::ContentHasher() : state_(XXH3_createState()) {
-  XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_));
-}
+ContentHasher::ContentHasher() : state_(XXH3_createState()) { XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_)); }
 
 ContentHasher::~ContentHasher() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
 

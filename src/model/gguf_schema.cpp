@@ -29,8 +29,13 @@ constexpr LayerTensorName kLayerTensors[] = {
 
 bool is_projection(TensorRole role) {
   switch (role) {
-    case TensorRole::AttnQ: case TensorRole::AttnK: case TensorRole::AttnV: case TensorRole::AttnOutput:
-    case TensorRole::FfnGate: case TensorRole::FfnUp: case TensorRole::FfnDown:
+    case TensorRole::AttnQ:
+    case TensorRole::AttnK:
+    case TensorRole::AttnV:
+    case TensorRole::AttnOutput:
+    case TensorRole::FfnGate:
+    case TensorRole::FfnUp:
+    case TensorRole::FfnDown:
       return true;
     default:
       return false;
@@ -41,14 +46,26 @@ bool is_projection(TensorRole role) {
 std::vector<uint64_t> layer_tensor_dims(TensorRole role, const ModelConfig& c) {
   const uint64_t hidden = c.hidden_size;
   switch (role) {
-    case TensorRole::AttnNorm: case TensorRole::FfnNorm: return {hidden};
-    case TensorRole::AttnQNorm: case TensorRole::AttnKNorm: return {c.head_dim};
-    case TensorRole::AttnQ: return {hidden, c.q_width()};
-    case TensorRole::AttnK: case TensorRole::AttnV: return {hidden, c.kv_width()};
-    case TensorRole::AttnOutput: return {c.q_width(), hidden};
-    case TensorRole::FfnGate: case TensorRole::FfnUp: return {hidden, c.ffn_size};
-    case TensorRole::FfnDown: return {c.ffn_size, hidden};
-    default: return {};
+    case TensorRole::AttnNorm:
+    case TensorRole::FfnNorm:
+      return {hidden};
+    case TensorRole::AttnQNorm:
+    case TensorRole::AttnKNorm:
+      return {c.head_dim};
+    case TensorRole::AttnQ:
+      return {hidden, c.q_width()};
+    case TensorRole::AttnK:
+    case TensorRole::AttnV:
+      return {hidden, c.kv_width()};
+    case TensorRole::AttnOutput:
+      return {c.q_width(), hidden};
+    case TensorRole::FfnGate:
+    case TensorRole::FfnUp:
+      return {hidden, c.ffn_size};
+    case TensorRole::FfnDown:
+      return {c.ffn_size, hidden};
+    default:
+      return {};
   }
 }
 
@@ -68,9 +85,12 @@ Expected<const GgufValue*> require_typed(const GgufFile& file, std::string_view 
 
 std::string_view quant_scheme_name(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16: return "bf16";
-    case QuantScheme::Q8_0: return "q8_0";
-    case QuantScheme::Affine4: return "affine4_gs32";
+    case QuantScheme::BF16:
+      return "bf16";
+    case QuantScheme::Q8_0:
+      return "q8_0";
+    case QuantScheme::Affine4:
+      return "affine4_gs32";
   }
   return "unknown";
 }
@@ -84,18 +104,24 @@ std::optional<QuantScheme> parse_quant_scheme(std::string_view name) {
 
 GgmlType projection_type(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16: return GgmlType::BF16;
-    case QuantScheme::Q8_0: return GgmlType::Q8_0;
-    case QuantScheme::Affine4: return GgmlType::Q4_1;
+    case QuantScheme::BF16:
+      return GgmlType::BF16;
+    case QuantScheme::Q8_0:
+      return GgmlType::Q8_0;
+    case QuantScheme::Affine4:
+      return GgmlType::Q4_1;
   }
   return GgmlType::BF16;
 }
 
 uint32_t gguf_file_type(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16: return 32;
-    case QuantScheme::Q8_0: return 7;
-    case QuantScheme::Affine4: return 3;
+    case QuantScheme::BF16:
+      return 32;
+    case QuantScheme::Q8_0:
+      return 7;
+    case QuantScheme::Affine4:
+      return 3;
   }
   return 0;
 }
@@ -103,8 +129,12 @@ uint32_t gguf_file_type(QuantScheme scheme) {
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config, QuantScheme scheme) {
   const uint64_t hidden = config.hidden_size;
   std::vector<TensorSpec> specs;
-  specs.push_back({"token_embd.weight", "model.embed_tokens.weight", TensorRole::Embedding, -1,
-                   {hidden, config.vocab_size}, GgmlType::BF16});
+  specs.push_back({"token_embd.weight",
+                   "model.embed_tokens.weight",
+                   TensorRole::Embedding,
+                   -1,
+                   {hidden, config.vocab_size},
+                   GgmlType::BF16});
   for (uint32_t layer = 0; layer < config.num_layers; ++layer) {
     const std::string index = std::to_string(layer);
     for (const auto& tensor : kLayerTensors) {
@@ -117,14 +147,13 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& config, QuantScheme 
   }
   specs.push_back({"output_norm.weight", "model.norm.weight", TensorRole::OutputNorm, -1, {hidden}, GgmlType::F32});
   if (!config.tie_embeddings) {
-    specs.push_back({"output.weight", "lm_head.weight", TensorRole::Output, -1, {hidden, config.vocab_size},
-                     GgmlType::BF16});
+    specs.push_back(
+        {"output.weight", "lm_head.weight", TensorRole::Output, -1, {hidden, config.vocab_size}, GgmlType::BF16});
   }
   return specs;
 }
 
-void add_model_metadata(GgufWriter& writer, const ModelConfig& config, const std::string& name,
-                        QuantScheme scheme) {
+void add_model_metadata(GgufWriter& writer, const ModelConfig& config, const std::string& name, QuantScheme scheme) {
   using namespace gguf_key;
   writer.add_metadata(std::string(kArchitecture), GgufValue::string("qwen3"));
   writer.add_metadata(std::string(kType), GgufValue::string("model"));
@@ -173,20 +202,24 @@ Expected<ModelConfig> read_model_metadata(const GgufFile& file) {
     if (field.gguf_home != GgufHome::HyperParameter || !status.ok()) return;
     if constexpr (std::is_same_v<std::decay_t<decltype(value)>, double>) {
       auto stored = require_f32(file, field.gguf_key);
-      if (!stored.ok()) status = stored.error();
-      else value = *stored;
+      if (!stored.ok())
+        status = stored.error();
+      else
+        value = *stored;
     } else if constexpr (std::is_same_v<std::decay_t<decltype(value)>, uint32_t>) {
       auto stored = require_u32(file, field.gguf_key);
-      if (!stored.ok()) status = stored.error();
-      else value = *stored;
+      if (!stored.ok())
+        status = stored.error();
+      else
+        value = *stored;
       if (!field.gguf_twin.empty() && status.ok()) {
         auto twin = require_u32(file, field.gguf_twin);
         if (!twin.ok()) {
           status = twin.error();
         } else if (*twin != value) {
-          status = make_error("GGUF metadata: " + std::string(field.gguf_twin) + " is " + std::to_string(*twin) +
-                              " (expected " + std::to_string(value) + ", the value of " +
-                              std::string(field.gguf_key) + ")");
+          status =
+              make_error("GGUF metadata: " + std::string(field.gguf_twin) + " is " + std::to_string(*twin) +
+                         " (expected " + std::to_string(value) + ", the value of " + std::string(field.gguf_key) + ")");
         }
       }
     }

@@ -29,8 +29,20 @@ GgmlType projection_type(QuantScheme scheme);
 uint32_t gguf_file_type(QuantScheme scheme);  // llama.cpp's general.file_type: 32, 7, 3
 
 enum class TensorRole {
-  Embedding, AttnNorm, AttnQ, AttnK, AttnV, AttnOutput, AttnQNorm, AttnKNorm,
-  FfnNorm, FfnGate, FfnUp, FfnDown, OutputNorm, Output,
+  Embedding,
+  AttnNorm,
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnOutput,
+  AttnQNorm,
+  AttnKNorm,
+  FfnNorm,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  OutputNorm,
+  Output,
 };
 
 struct TensorSpec {
@@ -46,8 +58,7 @@ struct TensorSpec {
 std::vector<TensorSpec> expected_tensors(const ModelConfig& config, QuantScheme scheme);
 
 // Writes general.* and qwen3.* hyper-parameters (llama.cpp's keys and order).
-void add_model_metadata(GgufWriter& writer, const ModelConfig& config, const std::string& name,
-                        QuantScheme scheme);
+void add_model_metadata(GgufWriter& writer, const ModelConfig& config, const std::string& name, QuantScheme scheme);
 // Reads them back; every key must be present with the right type. Fills everything but
 // bos/eos, which the tokenizer keys carry.
 Expected<ModelConfig> read_model_metadata(const GgufFile& file);

@@ -78,8 +78,8 @@ Status require_plain_qwen3(const json& config) {
 
 uint64_t ModelConfig::parameter_count() const {
   const uint64_t hidden = hidden_size;
-  const uint64_t per_layer = hidden * q_width() + 2 * hidden * kv_width() + q_width() * hidden +
-                             3 * hidden * ffn_size + 2 * hidden + 2 * uint64_t{head_dim};
+  const uint64_t per_layer = hidden * q_width() + 2 * hidden * kv_width() + q_width() * hidden + 3 * hidden * ffn_size +
+                             2 * hidden + 2 * uint64_t{head_dim};
   const uint64_t embedding = uint64_t{vocab_size} * hidden;
   return embedding * (tie_embeddings ? 1 : 2) + per_layer * num_layers + hidden;
 }

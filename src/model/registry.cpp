@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -53,9 +53,12 @@ Expected<RegistryEntry> parse_entry(const json& item) {
 
 std::string_view variant_name(Variant variant) {
   switch (variant) {
-    case Variant::Base: return "base";
-    case Variant::Instruct: return "instruct";
-    case Variant::Thinking: return "thinking";
+    case Variant::Base:
+      return "base";
+    case Variant::Instruct:
+      return "instruct";
+    case Variant::Thinking:
+      return "thinking";
   }
   return "unknown";
 }
@@ -76,8 +79,8 @@ const RegistryFile* RegistryEntry::find_file(std::string_view name) const {
 
 bool RegistryEntry::is_unconfirmed(std::string_view field) const {
   return std::any_of(unconfirmed.begin(), unconfirmed.end(), [&](const std::string& mark) {
-    return field == mark || (field.size() > mark.size() && field.substr(0, mark.size()) == mark &&
-                             field[mark.size()] == '.');
+    return field == mark ||
+           (field.size() > mark.size() && field.substr(0, mark.size()) == mark && field[mark.size()] == '.');
   });
 }
 

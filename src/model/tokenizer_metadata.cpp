@@ -86,9 +86,9 @@ Expected<TokenizerMetadata> read_tokenizer_metadata(const GgufFile& file, uint32
   KIPP_ASSIGN_OR_RETURN(tokenizer.bos_token_id, require_u32(file, kBosTokenId));
   KIPP_ASSIGN_OR_RETURN(tokenizer.eos_token_id, require_u32(file, kEosTokenId));
   KIPP_ASSIGN_OR_RETURN(tokenizer.padding_token_id, require_u32(file, kPaddingTokenId));
-  for (const auto& [key, id] : {std::pair{kBosTokenId, tokenizer.bos_token_id},
-                                std::pair{kEosTokenId, tokenizer.eos_token_id},
-                                std::pair{kPaddingTokenId, tokenizer.padding_token_id}}) {
+  for (const auto& [key, id] :
+       {std::pair{kBosTokenId, tokenizer.bos_token_id}, std::pair{kEosTokenId, tokenizer.eos_token_id},
+        std::pair{kPaddingTokenId, tokenizer.padding_token_id}}) {
     if (id >= vocab_size) {
       return make_error("GGUF metadata: " + std::string(key) + " " + std::to_string(id) +
                         " is outside the vocabulary of " + std::to_string(vocab_size));
@@ -96,7 +96,8 @@ Expected<TokenizerMetadata> read_tokenizer_metadata(const GgufFile& file, uint32
   }
   KIPP_ASSIGN_OR_RETURN(tokenizer.add_bos_token, require_bool(file, kAddBosToken));
   if (const GgufValue* chat_template = file.find(kChatTemplate)) {
-    if (chat_template->as_string() == nullptr) return make_error("GGUF metadata: tokenizer.chat_template must be a string");
+    if (chat_template->as_string() == nullptr)
+      return make_error("GGUF metadata: tokenizer.chat_template must be a string");
     tokenizer.chat_template = *chat_template->as_string();
   }
   return tokenizer;

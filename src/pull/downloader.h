@@ -26,17 +26,17 @@ struct RemoteFileInfo {
 struct HttpOptions {
   std::string bearer_token;  // sent as `Authorization: Bearer ...` when not empty
   long connect_timeout_s = 30;
-  long stall_timeout_s = 60;  // a transfer that moves no byte for this long is retried
-  int max_attempts = 3;       // per file, for dropped connections, timeouts, 429 and 5xx
+  long stall_timeout_s = 60;   // a transfer that moves no byte for this long is retried
+  int max_attempts = 3;        // per file, for dropped connections, timeouts, 429 and 5xx
   double retry_delay_s = 1.0;  // grows linearly with the attempt number
 };
 
 struct DownloadProgress {
   std::string_view name;
-  uint64_t done = 0;                // bytes of the file on disk so far
-  std::optional<uint64_t> total;    // unknown until the server says
-  uint64_t resumed_from = 0;        // bytes already on disk when this transfer started
-  bool finished = false;            // the file is complete and verified
+  uint64_t done = 0;              // bytes of the file on disk so far
+  std::optional<uint64_t> total;  // unknown until the server says
+  uint64_t resumed_from = 0;      // bytes already on disk when this transfer started
+  bool finished = false;          // the file is complete and verified
 };
 using ProgressCallback = std::function<void(const DownloadProgress&)>;
 

@@ -55,16 +55,17 @@ std::string utc_now_iso() {
 
 std::string scheme_suffix(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16: return "";
-    case QuantScheme::Q8_0: return "-q8_0";
-    case QuantScheme::Affine4: return "-affine4";
+    case QuantScheme::BF16:
+      return "";
+    case QuantScheme::Q8_0:
+      return "-q8_0";
+    case QuantScheme::Affine4:
+      return "-affine4";
   }
   return "";
 }
 
-bool is_name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-}
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; }
 
 // What to pull: a registry entry (pinned, verified against the registry) or any repository.
 struct Target {
@@ -78,8 +79,9 @@ Expected<Target> resolve_target(const PullOptions& options) {
     return make_error("give either a registry ID or --repo/--revision, not both");
   }
   if (options.id.empty() && options.repository.empty()) {
-    return make_error("nothing to pull: give a registry ID (`kipp registry` lists them) or --repo OWNER/NAME "
-                      "--revision REV");
+    return make_error(
+        "nothing to pull: give a registry ID (`kipp registry` lists them) or --repo OWNER/NAME "
+        "--revision REV");
   }
   Target target;
   if (!options.id.empty()) {
@@ -170,8 +172,10 @@ std::string describe_differences(const ModelConfig& found, const ModelConfig& pi
     if (!out.empty()) out += ", ";
     // A flag reads as 0 or 1.
     const auto value = [member](const ModelConfig& c) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(c.*member)>, bool>) return int{c.*member};
-      else return c.*member;
+      if constexpr (std::is_same_v<std::decay_t<decltype(c.*member)>, bool>)
+        return int{c.*member};
+      else
+        return c.*member;
     };
     out += std::string(field.hf_key) + " " + text(value(found)) + " (expected " + text(value(pinned)) + ")";
   });
@@ -355,9 +359,12 @@ class Puller {
     for (const auto& file : report_.files) {
       files.push_back({{"name", file.name}, {"size", file.size}, {"sha256", file.sha256}});
     }
-    const json manifest = {{"registry", report_.registry},       {"repository", report_.repository},
-                           {"revision", report_.revision},       {"base_url", report_.base_url},
-                           {"files", files},                     {"completed_at", utc_now_iso()}};
+    const json manifest = {{"registry", report_.registry},
+                           {"repository", report_.repository},
+                           {"revision", report_.revision},
+                           {"base_url", report_.base_url},
+                           {"files", files},
+                           {"completed_at", utc_now_iso()}};
     report_.manifest_path = join_path(dir_, kPullManifestName);
     KIPP_RETURN_IF_ERROR(write_text_file_atomic(report_.manifest_path, manifest.dump(2) + "\n"));
     log("wrote " + report_.manifest_path);
@@ -427,8 +434,7 @@ Status check_repository_id(const std::string& repository) {
   const auto valid_part = [](std::string_view part) {
     return !part.empty() && part != "." && part != ".." && std::all_of(part.begin(), part.end(), is_name_char);
   };
-  if (slash == std::string::npos ||
-      !valid_part(std::string_view(repository).substr(0, slash)) ||
+  if (slash == std::string::npos || !valid_part(std::string_view(repository).substr(0, slash)) ||
       !valid_part(std::string_view(repository).substr(slash + 1))) {
     return make_error("repository '" + repository + "' is not OWNER/NAME (letters, digits, '-', '_', '.')");
   }

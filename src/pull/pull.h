@@ -63,7 +63,7 @@ struct PullReport {
   std::string manifest_path;
   std::vector<PulledFile> files;
   uint64_t bytes_transferred = 0;
-  std::string output_path;                // empty when not converted
+  std::string output_path;  // empty when not converted
   std::optional<ConvertReport> converted;
 };
 

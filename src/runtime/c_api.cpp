@@ -91,7 +91,8 @@ kipp_status check_eval(const std::string& where, const kipp_model& model, const 
 kipp_status eval_session(const char* function, kipp_session* session, const uint32_t* tokens, size_t n_tokens,
                          uint32_t logits_count, float* logits) {
   if (session == nullptr) return null_argument(function, "session");
-  if (kipp_status status = check_eval(function, *session->model, tokens, n_tokens, logits_count, logits); status != KIPP_OK)
+  if (kipp_status status = check_eval(function, *session->model, tokens, n_tokens, logits_count, logits);
+      status != KIPP_OK)
     return status;
   return from_status(session->session->eval(std::span<const uint32_t>(tokens, n_tokens), logits_count, logits));
 }
@@ -131,8 +132,12 @@ kipp_status kipp_model_open(const char* path, const kipp_model_options* options,
     std::memcpy(&backend, &options->backend, sizeof backend);
     kipp::EngineOptions engine_options;
     switch (backend) {
-      case KIPP_BACKEND_CPU: engine_options.backend = kipp::BackendKind::Cpu; break;
-      case KIPP_BACKEND_CUDA: engine_options.backend = kipp::BackendKind::Cuda; break;
+      case KIPP_BACKEND_CPU:
+        engine_options.backend = kipp::BackendKind::Cpu;
+        break;
+      case KIPP_BACKEND_CUDA:
+        engine_options.backend = kipp::BackendKind::Cuda;
+        break;
       default:
         return invalid("kipp_model_open: unknown backend " + std::to_string(backend) +
                        " (expected KIPP_BACKEND_CPU or KIPP_BACKEND_CUDA)");
@@ -215,7 +220,8 @@ uint32_t kipp_session_length(const kipp_session* session) { return session ? ses
 uint32_t kipp_session_capacity(const kipp_session* session) { return session ? session->session->capacity() : 0; }
 
 kipp_status kipp_session_eval(kipp_session* session, const uint32_t* tokens, size_t n_tokens, float* logits) {
-  return guarded([&] { return eval_session("kipp_session_eval", session, tokens, n_tokens, n_tokens > 0 ? 1 : 0, logits); });
+  return guarded(
+      [&] { return eval_session("kipp_session_eval", session, tokens, n_tokens, n_tokens > 0 ? 1 : 0, logits); });
 }
 
 kipp_status kipp_session_eval_n(kipp_session* session, const uint32_t* tokens, size_t n_tokens, uint32_t logits_count,
@@ -258,7 +264,8 @@ kipp_status kipp_session_match_prefix(kipp_session* session, const uint32_t* tok
     if (session == nullptr) return null_argument("kipp_session_match_prefix", "session");
     if (tokens == nullptr && n_tokens > 0) return null_argument("kipp_session_match_prefix", "tokens");
     if (adopted == nullptr) return null_argument("kipp_session_match_prefix", "adopted");
-    if (kipp_status status = check_ids("kipp_session_match_prefix", *session->model, tokens, n_tokens); status != KIPP_OK)
+    if (kipp_status status = check_ids("kipp_session_match_prefix", *session->model, tokens, n_tokens);
+        status != KIPP_OK)
       return status;
     auto matched = session->session->match_prefix(std::span<const uint32_t>(tokens, n_tokens));
     if (!matched.ok()) return report(KIPP_ERROR_FAILED, matched.message());
@@ -283,8 +290,9 @@ kipp_status kipp_eval_batch(kipp_model* model, const kipp_batch_item* items, siz
       if (kipp_status status = check_eval(where, *model, item.tokens, item.n_tokens, item.logits_count, item.logits);
           status != KIPP_OK)
         return status;
-      batch.push_back(kipp::BatchItem{item.session->session.get(), std::span<const uint32_t>(item.tokens, item.n_tokens),
-                                      item.logits_count, item.logits});
+      batch.push_back(kipp::BatchItem{item.session->session.get(),
+                                      std::span<const uint32_t>(item.tokens, item.n_tokens), item.logits_count,
+                                      item.logits});
     }
     return from_status(model->engine->eval_batch(batch));
   });

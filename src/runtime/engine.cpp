@@ -18,7 +18,8 @@ Status check_permutation(const std::vector<uint32_t>& order, uint32_t blocks) {
                       std::to_string(blocks) + " blocks");
   std::vector<bool> seen(blocks, false);
   for (uint32_t b : order) {
-    if (b >= blocks || seen[b]) return make_error("block_order is not a permutation of 0.." + std::to_string(blocks - 1));
+    if (b >= blocks || seen[b])
+      return make_error("block_order is not a permutation of 0.." + std::to_string(blocks - 1));
     seen[b] = true;
   }
   return ok_status();
@@ -122,14 +123,16 @@ Status Engine::eval_batch(std::span<const BatchItem> items) {
   for (const BatchItem& item : items) {
     Session& session = *item.session;
     KvStorage* storage = session.pooled() ? pool_storage_.get() : session.own_storage_.get();
-    work.push_back(EvalItem{storage, session.block_table_, session.length(), item.tokens, item.logits_count, item.logits});
+    work.push_back(
+        EvalItem{storage, session.block_table_, session.length(), item.tokens, item.logits_count, item.logits});
   }
   // A failed step (a device error) must leave no session changed either, blocks included.
   if (Status evaluated = backend_->eval(work); !evaluated.ok()) {
     give_back_new_blocks();
     return evaluated;
   }
-  for (const BatchItem& item : items) item.session->tokens_.insert(item.session->tokens_.end(), item.tokens.begin(), item.tokens.end());
+  for (const BatchItem& item : items)
+    item.session->tokens_.insert(item.session->tokens_.end(), item.tokens.begin(), item.tokens.end());
   return ok_status();
 }
 
@@ -164,7 +167,11 @@ PoolStats Engine::pool_stats() const {
 
 Session::Session(Engine& engine, uint32_t capacity, std::unique_ptr<KvStorage> storage, std::vector<uint32_t> table,
                  BlockPool* pool)
-    : engine_(engine), capacity_(capacity), own_storage_(std::move(storage)), pool_(pool), block_table_(std::move(table)) {}
+    : engine_(engine),
+      capacity_(capacity),
+      own_storage_(std::move(storage)),
+      pool_(pool),
+      block_table_(std::move(table)) {}
 
 Session::~Session() { release_blocks(true); }
 
@@ -194,7 +201,8 @@ Status Session::reserve(uint32_t positions) {
 
 Status Session::truncate(uint32_t n) {
   if (n > length())
-    return make_error("cannot truncate a session of " + std::to_string(length()) + " positions to " + std::to_string(n));
+    return make_error("cannot truncate a session of " + std::to_string(length()) + " positions to " +
+                      std::to_string(n));
   if (pooled()) {
     const uint32_t keep_blocks = blocks_for(n);
     // A kept, partly cut block that is shared gets a private copy: it is about to be appended to.
@@ -273,7 +281,8 @@ void Session::reset() {
 
 Expected<uint32_t> Session::match_prefix(std::span<const uint32_t> tokens) {
   if (!pooled()) return make_error("match_prefix needs a pooled session");
-  if (length() != 0) return make_error("match_prefix needs an empty session (it has " + std::to_string(length()) + " positions)");
+  if (length() != 0)
+    return make_error("match_prefix needs an empty session (it has " + std::to_string(length()) + " positions)");
   KIPP_RETURN_IF_ERROR(engine_.check_tokens(tokens));
   const size_t limit = std::min<size_t>(tokens.empty() ? 0 : tokens.size() - 1, capacity_);
   uint32_t parent = kNoBlock;

@@ -27,7 +27,7 @@ struct EngineOptions {
   // Blocks of the model-owned K/V slab that pooled sessions draw from; 0 disables pooled mode.
   uint32_t pool_blocks = 0;
   uint32_t max_step_tokens = 128;
-  uint32_t threads = 0;  // 0: one per hardware thread (see BackendOptions)
+  uint32_t threads = 0;      // 0: one per hardware thread (see BackendOptions)
   std::string kernels = {};  // CPU kernel table by name; empty: the fastest (see BackendOptions)
   bool verify_content_hash = true;
 };
@@ -54,8 +54,8 @@ struct BatchItem {
 struct PoolStats {
   uint32_t total_blocks = 0;
   uint32_t free_blocks = 0;
-  uint32_t published_blocks = 0;    // immutable, content-addressed
-  uint32_t unreferenced_blocks = 0; // published and evictable
+  uint32_t published_blocks = 0;     // immutable, content-addressed
+  uint32_t unreferenced_blocks = 0;  // published and evictable
   uint64_t evictions = 0;
 };
 

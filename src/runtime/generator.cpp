@@ -74,11 +74,16 @@ Status check_options(const Engine& engine, const Session& session, std::span<con
 
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::StopToken: return "stop_token";
-    case FinishReason::StopString: return "stop_string";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::ContextFull: return "context_full";
+    case FinishReason::StopToken:
+      return "stop_token";
+    case FinishReason::StopString:
+      return "stop_string";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::ContextFull:
+      return "context_full";
   }
   return "unknown";
 }
@@ -198,7 +203,7 @@ class Generation {
       return;
     }
     const StopStringMatcher::Output out = matcher_.push(*text);
-    if (!deliver(out.text)) return;  // nothing left to cancel
+    if (!deliver(out.text)) return;     // nothing left to cancel
     if (out.stopped) finished_ = true;  // stop text dropped; still a stop-token finish
   }
 
@@ -232,7 +237,7 @@ class Generation {
   // Draft tokens to follow the pending one, when speculative decoding is on and its gate open.
   std::vector<uint32_t> propose_draft() {
     if (!spec_.enabled || !gate_.open(stats_.generated_tokens)) return {};
-    const uint64_t room = session_.capacity() - history_.size();  // positions after pending
+    const uint64_t room = session_.capacity() - history_.size();               // positions after pending
     const uint64_t remaining = options_.max_tokens - stats_.generated_tokens;  // >= 1
     lookup_.max_draft =
         static_cast<uint32_t>(std::min<uint64_t>({gate_.draft_length(spec_.max_draft), room, remaining - 1}));

@@ -21,10 +21,10 @@ namespace kipp {
 // longest draft prefix the sampler agrees with, plus the model's own next token. Greedy only,
 // so the output is token for token what plain greedy decoding gives.
 struct SpeculativeOptions {
-  bool enabled = false;           // greedy (temperature 0) only
-  uint32_t max_draft = 8;         // draft tokens verified per step (>= 1)
+  bool enabled = false;                   // greedy (temperature 0) only
+  uint32_t max_draft = 8;                 // draft tokens verified per step (>= 1)
   uint32_t ngram_min = 2, ngram_max = 4;  // n-gram sizes the prompt-lookup drafter matches
-  double min_acceptance = 0.3;    // adaptive gate: below this recent acceptance rate, stop drafting
+  double min_acceptance = 0.3;            // adaptive gate: below this recent acceptance rate, stop drafting
   // The gate measures acceptance over the last ~gate_window drafted tokens (older ones decay by
   // halves); when it closes, gate_cooldown tokens (doubling on consecutive closures) are
   // generated without drafting, then it retries. Draft lengths ramp up from 1 (see DraftGate).
@@ -45,14 +45,14 @@ enum class FinishReason { StopToken, StopString, Length, Cancelled, ContextFull 
 std::string_view finish_reason_name(FinishReason reason);
 
 struct GenerateStats {
-  uint32_t prompt_tokens = 0;     // evaluated (after any reuse)
+  uint32_t prompt_tokens = 0;  // evaluated (after any reuse)
   uint32_t generated_tokens = 0;
   double prefill_seconds = 0;
-  double decode_seconds = 0;      // everything after the prompt's eval, sampling included
-  uint32_t decode_steps = 0;      // evals after the prompt's (one per token without drafts)
-  uint32_t drafted_tokens = 0;    // speculative decoding: draft tokens evaluated
-  uint32_t accepted_tokens = 0;   // of those, the ones the model agreed with
-  uint32_t draft_steps = 0;       // decode steps that carried a draft
+  double decode_seconds = 0;     // everything after the prompt's eval, sampling included
+  uint32_t decode_steps = 0;     // evals after the prompt's (one per token without drafts)
+  uint32_t drafted_tokens = 0;   // speculative decoding: draft tokens evaluated
+  uint32_t accepted_tokens = 0;  // of those, the ones the model agreed with
+  uint32_t draft_steps = 0;      // decode steps that carried a draft
 };
 
 struct GenerateResult {

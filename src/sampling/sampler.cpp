@@ -60,9 +60,7 @@ double log_sum_exp(std::span<const float> logits, float max) {
   return static_cast<double>(max) + std::log(kernels::sum_exp(logits, max));
 }
 
-float logprob_of(float logit, double lse) {
-  return static_cast<float>(static_cast<double>(logit) - lse);
-}
+float logprob_of(float logit, double lse) { return static_cast<float>(static_cast<double>(logit) - lse); }
 
 // Most likely first, ties to the lower id: a strict total order, so every selection made with
 // it (top_logprobs, top_k, top_p) picks the same set on every standard library.
@@ -88,13 +86,10 @@ Expected<float> checked_max(std::span<const float> logits) {
 Status SamplingParams::validate(uint32_t vocab_size) const {
   if (!std::isfinite(temperature) || temperature < 0)
     return make_error("temperature: expected a finite value >= 0, found " + fmt(temperature));
-  if (!(top_p > 0 && top_p <= 1))
-    return make_error("top_p: expected a value in (0, 1], found " + fmt(top_p));
-  if (!(min_p >= 0 && min_p <= 1))
-    return make_error("min_p: expected a value in [0, 1], found " + fmt(min_p));
+  if (!(top_p > 0 && top_p <= 1)) return make_error("top_p: expected a value in (0, 1], found " + fmt(top_p));
+  if (!(min_p >= 0 && min_p <= 1)) return make_error("min_p: expected a value in [0, 1], found " + fmt(min_p));
   if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0)
-    return make_error("repetition_penalty: expected a finite value > 0, found " +
-                      fmt(repetition_penalty));
+    return make_error("repetition_penalty: expected a finite value > 0, found " + fmt(repetition_penalty));
   if (!std::isfinite(frequency_penalty))
     return make_error("frequency_penalty: expected a finite value, found " + fmt(frequency_penalty));
   if (!std::isfinite(presence_penalty))
@@ -104,8 +99,7 @@ Status SamplingParams::validate(uint32_t vocab_size) const {
       return make_error("logit_bias: token id " + std::to_string(id) + " is outside the vocabulary (size " +
                         std::to_string(vocab_size) + ")");
     if (!std::isfinite(bias))
-      return make_error("logit_bias: expected a finite bias for token " + std::to_string(id) + ", found " +
-                        fmt(bias));
+      return make_error("logit_bias: expected a finite bias for token " + std::to_string(id) + ", found " + fmt(bias));
   }
   if (top_logprobs > kMaxTopLogprobs)
     return make_error("top_logprobs: expected at most " + std::to_string(kMaxTopLogprobs) + ", found " +

@@ -17,16 +17,16 @@ namespace kipp {
 inline constexpr uint32_t kPenaltyWindow = 64;  // tokens the penalties look back over
 
 struct SamplingParams {
-  float temperature = 1.0f;          // 0: greedy (argmax, ties to the lowest id)
-  uint32_t top_k = 0;                // 0: off; larger than the vocabulary: off
-  float top_p = 1.0f;                // nucleus mass kept, (0, 1]
-  float min_p = 0.0f;                // drop tokens below min_p * p(best), [0, 1]
-  float repetition_penalty = 1.0f;   // > 0; CTRL-style: positive logits / r, negative * r
-  float frequency_penalty = 0.0f;    // OpenAI: minus count * frequency_penalty
-  float presence_penalty = 0.0f;     // OpenAI: minus presence_penalty if seen
+  float temperature = 1.0f;                            // 0: greedy (argmax, ties to the lowest id)
+  uint32_t top_k = 0;                                  // 0: off; larger than the vocabulary: off
+  float top_p = 1.0f;                                  // nucleus mass kept, (0, 1]
+  float min_p = 0.0f;                                  // drop tokens below min_p * p(best), [0, 1]
+  float repetition_penalty = 1.0f;                     // > 0; CTRL-style: positive logits / r, negative * r
+  float frequency_penalty = 0.0f;                      // OpenAI: minus count * frequency_penalty
+  float presence_penalty = 0.0f;                       // OpenAI: minus presence_penalty if seen
   std::vector<std::pair<uint32_t, float>> logit_bias;  // added to the raw logits first
   uint64_t seed = 0;
-  uint32_t top_logprobs = 0;         // alternatives reported with each token (0..20)
+  uint32_t top_logprobs = 0;  // alternatives reported with each token (0..20)
 
   // Ranges checked against the vocabulary (ids in logit_bias, finite values).
   Status validate(uint32_t vocab_size) const;

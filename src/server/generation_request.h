@@ -22,12 +22,12 @@ using Clock = std::chrono::steady_clock;
 
 struct GenerationRequest {
   std::vector<uint32_t> prompt;
-  uint32_t n = 1;                       // choices sharing the prompt
-  std::optional<uint32_t> max_tokens;   // per choice; none: SchedulerOptions::default_max_tokens
-  SamplingParams sampling;              // choice i samples with seed sampling.seed + i
+  uint32_t n = 1;                      // choices sharing the prompt
+  std::optional<uint32_t> max_tokens;  // per choice; none: SchedulerOptions::default_max_tokens
+  SamplingParams sampling;             // choice i samples with seed sampling.seed + i
   std::vector<std::string> stop;
-  bool logprobs = false;                // report each token's logprob (and sampling.top_logprobs alternatives)
-  bool split_reasoning = false;         // a leading <think>...</think> goes to reasoning text
+  bool logprobs = false;         // report each token's logprob (and sampling.top_logprobs alternatives)
+  bool split_reasoning = false;  // a leading <think>...</think> goes to reasoning text
   Clock::time_point arrival = Clock::now();
 };
 
@@ -57,13 +57,13 @@ struct Event {
   enum class Kind { Delta, Finish, Done, Error };
   Kind kind = Kind::Delta;
   uint32_t choice = 0;
-  std::string content;                 // Delta
-  std::string reasoning;               // Delta
-  std::vector<TokenReport> tokens;     // Delta, with logprobs on
-  std::string finish_reason;           // Finish: "stop" or "length"
-  Usage usage;                         // Done
+  std::string content;                         // Delta
+  std::string reasoning;                       // Delta
+  std::vector<TokenReport> tokens;             // Delta, with logprobs on
+  std::string finish_reason;                   // Finish: "stop" or "length"
+  Usage usage;                                 // Done
   ErrorKind error_kind = ErrorKind::Internal;  // Error (the request is over)
-  std::string error;                   // Error
+  std::string error;                           // Error
 };
 
 // Scheduler pushes, one HTTP thread pops. cancel() is how the HTTP side says the client is gone.

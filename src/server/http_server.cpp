@@ -27,7 +27,7 @@ using namespace std::chrono_literals;
 constexpr auto kPollInterval = 50ms;  // how often a waiting handler looks at its client
 constexpr auto kPingInterval = 1s;    // SSE comment pings while nothing else is sent
 constexpr const char* kFingerprint = "kipp-0.1.0";
-constexpr size_t kMaxHeaders = 100;   // header lines a request may have (browsers send about 20)
+constexpr size_t kMaxHeaders = 100;  // header lines a request may have (browsers send about 20)
 // Headers cpp-httplib adds to every request (not the client's).
 constexpr const char* kLibraryHeaders[] = {"REMOTE_ADDR", "REMOTE_PORT", "LOCAL_ADDR", "LOCAL_PORT"};
 
@@ -156,7 +156,8 @@ ApiError rejection_error(const Rejection& rejection, Endpoint endpoint) {
       return api_error(503, rejection.message, "server_error", "queue_full");
     case Rejection::Reason::ShuttingDown:
       return api_error(503, rejection.message, "server_error", "shutting_down");
-    case Rejection::Reason::Invalid: break;
+    case Rejection::Reason::Invalid:
+      break;
   }
   return api_error(400, rejection.message, "invalid_request_error", "", param);
 }
@@ -196,8 +197,12 @@ struct Stream {
     }
     bool written = true;
     switch (event->kind) {
-      case Event::Kind::Delta: written = write(sink, writer.delta(*event)); break;
-      case Event::Kind::Finish: written = write(sink, writer.finish(*event)); break;
+      case Event::Kind::Delta:
+        written = write(sink, writer.delta(*event));
+        break;
+      case Event::Kind::Finish:
+        written = write(sink, writer.finish(*event));
+        break;
       case Event::Kind::Done:
         if (include_usage) written = write(sink, writer.usage(event->usage));
         written = written && write(sink, ChunkWriter::done());
@@ -306,7 +311,8 @@ struct HttpServer::Impl {
     }
     limits.max_messages = options.max_messages;
     limits.max_n = std::min<uint32_t>(8, scheduler.max_batch());
-    started = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    started =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     configure();
   }
 
@@ -344,8 +350,9 @@ struct HttpServer::Impl {
     size_t client_headers = req.headers.size();
     for (const char* added : kLibraryHeaders) client_headers -= std::min(client_headers, req.headers.count(added));
     if (client_headers > kMaxHeaders)
-      return refuse(api_error(431, "the request has " + std::to_string(client_headers) + " header lines; at most " +
-                                       std::to_string(kMaxHeaders) + " are accepted",
+      return refuse(api_error(431,
+                              "the request has " + std::to_string(client_headers) + " header lines; at most " +
+                                  std::to_string(kMaxHeaders) + " are accepted",
                               "invalid_request_error", "too_many_headers"));
     for (const auto& [name, value] : req.headers)
       if (!is_token(name))
@@ -356,9 +363,9 @@ struct HttpServer::Impl {
       return refuse(api_error(400, "malformed Content-Length (one decimal number expected)", "invalid_request_error",
                               "bad_content_length"));
     if (!host_allowed(req))
-      return refuse(api_error(403, "the Host header '" + req.get_header_value("Host") +
-                                       "' does not name this server's address",
-                              "invalid_request_error", "host_not_allowed"));
+      return refuse(
+          api_error(403, "the Host header '" + req.get_header_value("Host") + "' does not name this server's address",
+                    "invalid_request_error", "host_not_allowed"));
     if (req.has_header("Origin")) {
       const std::string origin = req.get_header_value("Origin");
       if (!origin_allowed(origin))
@@ -400,9 +407,9 @@ struct HttpServer::Impl {
   }
 
   ApiError body_too_large() const {
-    return api_error(413, "the request body is larger than " + std::to_string(options.max_body_kib) +
-                              " KiB (--max-body-kib)",
-                     "invalid_request_error", "body_too_large");
+    return api_error(
+        413, "the request body is larger than " + std::to_string(options.max_body_kib) + " KiB (--max-body-kib)",
+        "invalid_request_error", "body_too_large");
   }
 
   void configure() {
@@ -413,19 +420,23 @@ struct HttpServer::Impl {
     server.set_read_timeout(options.read_timeout_s, 0);
     server.set_write_timeout(options.write_timeout_s, 0);
     server.set_keep_alive_timeout(5);
-    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) { return screen(req, res); });
-    server.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-      if (res.status == 404) {
-        send_error(res, api_error(404, "no route " + req.method + " " + req.path, "invalid_request_error", "not_found"));
-      } else if (res.status == 413) {
-        send_error(res, body_too_large());
-      } else {
-        send_error(res, api_error(res.status, "the request could not be handled (HTTP " + std::to_string(res.status) + ")",
-                                  res.status >= 500 ? "server_error" : "invalid_request_error"));
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    server.set_pre_routing_handler(
+        [this](const httplib::Request& req, httplib::Response& res) { return screen(req, res); });
+    server.set_error_handler(
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+          if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+          if (res.status == 404) {
+            send_error(res,
+                       api_error(404, "no route " + req.method + " " + req.path, "invalid_request_error", "not_found"));
+          } else if (res.status == 413) {
+            send_error(res, body_too_large());
+          } else {
+            send_error(
+                res, api_error(res.status, "the request could not be handled (HTTP " + std::to_string(res.status) + ")",
+                               res.status >= 500 ? "server_error" : "invalid_request_error"));
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
       std::string what = "unknown exception";
       try {
@@ -444,24 +455,27 @@ struct HttpServer::Impl {
     });
 
     server.Get("/health", limited([](const httplib::Request&, httplib::Response& res) {
-      send_json(res, 200, {{"status", "ok"}});
-    }));
+                 send_json(res, 200, {{"status", "ok"}});
+               }));
     server.Get("/metrics", limited([this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-    }));
+                 res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
+               }));
     server.Get("/v1/models", limited([this](const httplib::Request&, httplib::Response& res) {
-      json data = json::array();
-      for (const std::string& name : options.served_names)
-        data.push_back({{"id", name}, {"object", "model"}, {"created", started}, {"owned_by", "kipp"},
-                        {"meta", {{"n_ctx", scheduler.context()}, {"n_vocab", prompt_context.vocab_size}}}});
-      send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
-    }));
+                 json data = json::array();
+                 for (const std::string& name : options.served_names)
+                   data.push_back({{"id", name},
+                                   {"object", "model"},
+                                   {"created", started},
+                                   {"owned_by", "kipp"},
+                                   {"meta", {{"n_ctx", scheduler.context()}, {"n_vocab", prompt_context.vocab_size}}}});
+                 send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
+               }));
     server.Post("/v1/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
-      generate(Endpoint::Completions, req, res);
-    }));
+                  generate(Endpoint::Completions, req, res);
+                }));
     server.Post("/v1/chat/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
-      generate(Endpoint::ChatCompletions, req, res);
-    }));
+                  generate(Endpoint::ChatCompletions, req, res);
+                }));
   }
 
   void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
@@ -471,9 +485,10 @@ struct HttpServer::Impl {
     const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
     if (request.model && std::find(options.served_names.begin(), options.served_names.end(), *request.model) ==
                              options.served_names.end())
-      return send_error(res, api_error(404, "the model '" + *request.model + "' does not exist; this server serves '" +
-                                                served_name() + "'",
-                                       "invalid_request_error", "model_not_found", "model"));
+      return send_error(
+          res, api_error(
+                   404, "the model '" + *request.model + "' does not exist; this server serves '" + served_name() + "'",
+                   "invalid_request_error", "model_not_found", "model"));
     auto converted = to_generation_request(request, prompt_context);
     if (auto* error = std::get_if<ApiError>(&converted)) return send_error(res, *error);
     GenerationRequest generation = std::move(std::get<GenerationRequest>(converted));
@@ -488,8 +503,8 @@ struct HttpServer::Impl {
     ResponseIdentity identity = make_identity(endpoint, served_name(), kFingerprint);
     ConnectionProbe probe = ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     if (request.stream) {
-      auto stream = std::make_shared<Stream>(Stream{submission.channel, ChunkWriter(identity, n, request.logprobs), probe,
-                                                    request.include_usage, &metrics, start});
+      auto stream = std::make_shared<Stream>(Stream{submission.channel, ChunkWriter(identity, n, request.logprobs),
+                                                    probe, request.include_usage, &metrics, start});
       res.set_header("Cache-Control", "no-cache");
       res.set_header("X-Accel-Buffering", "no");
       res.set_chunked_content_provider(

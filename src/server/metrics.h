@@ -29,7 +29,7 @@ struct SchedulerGauges {
   uint32_t queue_depth = 0;
   uint32_t batch_occupancy = 0;  // active choices
   uint32_t batch_capacity = 0;
-  uint32_t kv_blocks_used = 0;   // held by sessions (the rest is free or reusable cache)
+  uint32_t kv_blocks_used = 0;  // held by sessions (the rest is free or reusable cache)
   uint32_t kv_blocks_total = 0;
 };
 

@@ -14,18 +14,30 @@ namespace {
 using json = nlohmann::json;
 
 // Fields that change nothing in the output: accepted and ignored.
-constexpr std::array<std::string_view, 6> kIgnoredFields = {"user", "metadata", "store", "service_tier",
-                                                            "parallel_tool_calls", "stream_options"};
+constexpr std::array<std::string_view, 6> kIgnoredFields = {
+    "user", "metadata", "store", "service_tier", "parallel_tool_calls", "stream_options"};
 // Fields we know and do not honour: honouring them would change the output, so they are refused
 // (unless given with the value that means "off", see refused_value).
 constexpr std::array<std::string_view, 23> kRefusedFields = {
-    "tools",        "tool_choice",   "functions",      "function_call",     "response_format", "logits_processors",
-    "guided_json",  "guided_regex",  "guided_choice",  "guided_grammar",    "grammar",         "json_schema",
-    "min_tokens",   "ignore_eos",    "best_of",        "echo",              "suffix",          "reasoning_effort",
-    "prediction",   "audio",         "modalities",     "web_search_options", "prompt_logprobs"};
-constexpr std::array<std::string_view, 13> kCommonFields = {
-    "model",         "n",          "max_tokens", "temperature", "top_p", "top_k",  "min_p",
-    "frequency_penalty", "presence_penalty", "repetition_penalty", "logit_bias", "seed", "stop"};
+    "tools",           "tool_choice",        "functions",      "function_call",
+    "response_format", "logits_processors",  "guided_json",    "guided_regex",
+    "guided_choice",   "guided_grammar",     "grammar",        "json_schema",
+    "min_tokens",      "ignore_eos",         "best_of",        "echo",
+    "suffix",          "reasoning_effort",   "prediction",     "audio",
+    "modalities",      "web_search_options", "prompt_logprobs"};
+constexpr std::array<std::string_view, 13> kCommonFields = {"model",
+                                                            "n",
+                                                            "max_tokens",
+                                                            "temperature",
+                                                            "top_p",
+                                                            "top_k",
+                                                            "min_p",
+                                                            "frequency_penalty",
+                                                            "presence_penalty",
+                                                            "repetition_penalty",
+                                                            "logit_bias",
+                                                            "seed",
+                                                            "stop"};
 constexpr std::array<std::string_view, 2> kStreamFields = {"stream", "logprobs"};
 constexpr std::array<std::string_view, 1> kCompletionFields = {"prompt"};
 constexpr std::array<std::string_view, 4> kChatFields = {"messages", "max_completion_tokens", "top_logprobs",
@@ -56,9 +68,12 @@ uint32_t nesting_depth(std::string_view body, uint32_t limit) {
   bool in_string = false, escaped = false;
   for (char c : body) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -109,8 +124,8 @@ struct Reader {
     const bool huge = value->is_number_unsigned() && value->get<uint64_t>() > uint64_t(INT64_MAX);
     const int64_t v = huge ? INT64_MAX : value->get<int64_t>();
     if (huge || v < low || v > high) {
-      fail(std::string(name) + " must be between " + std::to_string(low) + " and " + std::to_string(high) +
-               ", found " + value->dump(),
+      fail(std::string(name) + " must be between " + std::to_string(low) + " and " + std::to_string(high) + ", found " +
+               value->dump(),
            name);
       return std::nullopt;
     }
@@ -238,7 +253,8 @@ void read_messages(Reader& r, const RequestLimits& limits, OpenAiRequest& out) {
       for (size_t p = 0; p < content->size(); ++p) {
         const json& part = (*content)[p];
         const std::string part_where = where + ".content[" + std::to_string(p) + "]";
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
           return r.fail(part_where + ": only text parts ({\"type\": \"text\", \"text\": ...}) are supported",
                         part_where);
         if (!message.content.empty()) message.content += "\n";
@@ -250,7 +266,8 @@ void read_messages(Reader& r, const RequestLimits& limits, OpenAiRequest& out) {
     auto reasoning = m.find("reasoning_content");
     if (reasoning != m.end() && !reasoning->is_null()) {
       if (!reasoning->is_string() || message.role != "assistant")
-        return r.fail(where + ".reasoning_content must be a string on an assistant message", where + ".reasoning_content");
+        return r.fail(where + ".reasoning_content must be a string on an assistant message",
+                      where + ".reasoning_content");
       message.reasoning_content = reasoning->get<std::string>();
     }
     out.messages.push_back(std::move(message));
@@ -359,9 +376,9 @@ std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequ
   const bool chat = request.endpoint == Endpoint::ChatCompletions;
   if (chat) {
     if (!context.chat_format)
-      return invalid("this model has no chat template (" + context.chat_format_error +
-                         "); use /v1/completions with a prompt",
-                     "messages", "model_not_chat");
+      return invalid(
+          "this model has no chat template (" + context.chat_format_error + "); use /v1/completions with a prompt",
+          "messages", "model_not_chat");
     ChatOptions options;
     options.enable_thinking = request.enable_thinking;
     auto text = render_chat(*context.chat_format, request.messages, options);

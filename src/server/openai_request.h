@@ -40,10 +40,10 @@ struct RequestLimits {
 struct OpenAiRequest {
   Endpoint endpoint = Endpoint::Completions;
   std::optional<std::string> model;
-  std::optional<std::string> prompt_text;             // completions
+  std::optional<std::string> prompt_text;              // completions
   std::optional<std::vector<uint32_t>> prompt_tokens;  // completions, as token ids
-  std::vector<ChatMessage> messages;                  // chat
-  bool enable_thinking = true;                        // chat_template_kwargs
+  std::vector<ChatMessage> messages;                   // chat
+  bool enable_thinking = true;                         // chat_template_kwargs
   uint32_t n = 1;
   std::optional<uint32_t> max_tokens;  // max_tokens or max_completion_tokens (the newer wins)
   SamplingParams sampling;             // temperature 1, top_p 1, no top_k, as OpenAI
@@ -51,7 +51,7 @@ struct OpenAiRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;
-  bool logprobs = false;       // chat: logprobs true; completions: logprobs N (N alternatives)
+  bool logprobs = false;  // chat: logprobs true; completions: logprobs N (N alternatives)
 };
 
 // Parses and validates a body (UTF-8 JSON object).

@@ -43,7 +43,9 @@ json chat_logprobs(const std::vector<TokenReport>& tokens) {
 
 // Legacy completions: parallel lists; top_logprobs maps token text to logprob.
 json completion_logprobs(const std::vector<TokenReport>& tokens, uint64_t& offset) {
-  json out{{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+  json out{{"tokens", json::array()},
+           {"token_logprobs", json::array()},
+           {"top_logprobs", json::array()},
            {"text_offset", json::array()}};
   for (const TokenReport& token : tokens) {
     out["tokens"].push_back(string_json(token.bytes));
@@ -72,9 +74,8 @@ ResponseIdentity make_identity(Endpoint endpoint, const std::string& model, cons
   identity.endpoint = endpoint;
   identity.id = (endpoint == Endpoint::ChatCompletions ? "chatcmpl-" : "cmpl-") + random_hex(24);
   identity.model = model;
-  identity.created = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+  identity.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   identity.system_fingerprint = fingerprint;
   return identity;
 }

@@ -53,8 +53,8 @@ class ResponseBuilder {
 class ChunkWriter {
  public:
   ChunkWriter(ResponseIdentity identity, uint32_t n, bool logprobs);
-  std::string delta(const Event& event);   // Delta event
-  std::string finish(const Event& event);  // Finish event
+  std::string delta(const Event& event);        // Delta event
+  std::string finish(const Event& event);       // Finish event
   std::string usage(const Usage& usage) const;  // the usage-only chunk (choices: [])
   static std::string error(const ApiError& error);
   static std::string done() { return "data: [DONE]\n\n"; }
@@ -64,7 +64,7 @@ class ChunkWriter {
   nlohmann::json chat_delta(uint32_t index, nlohmann::json delta);
   ResponseIdentity identity_;
   bool logprobs_;
-  std::vector<bool> role_sent_;       // chat: the first delta of a choice carries the role
+  std::vector<bool> role_sent_;        // chat: the first delta of a choice carries the role
   std::vector<uint64_t> text_offset_;  // completions logprobs: bytes of text before each token
 };
 

@@ -67,7 +67,8 @@ struct Scheduler::StepRow {
 Expected<std::unique_ptr<Scheduler>> Scheduler::create(const std::string& model_path, const SchedulerOptions& options,
                                                        Metrics* metrics) {
   if (options.max_batch == 0) return make_error("--max-batch must be at least 1");
-  if (options.prefill_chunk == 0 || options.prefill_budget == 0) return make_error("the prefill chunk and budget must be positive");
+  if (options.prefill_chunk == 0 || options.prefill_budget == 0)
+    return make_error("the prefill chunk and budget must be positive");
   if (options.timeout_s == 0) return make_error("--timeout-s must be at least 1");
   // The pool's size in blocks depends on the model's K/V width: read the config first (cheap:
   // a mapping and the metadata, no hashing).
@@ -107,7 +108,8 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(const std::string& model_
   return scheduler;
 }
 
-Scheduler::Scheduler(std::unique_ptr<Engine> engine, const SchedulerOptions& options, uint32_t context, Metrics* metrics)
+Scheduler::Scheduler(std::unique_ptr<Engine> engine, const SchedulerOptions& options, uint32_t context,
+                     Metrics* metrics)
     : engine_(std::move(engine)),
       options_(options),
       context_(context),
@@ -135,18 +137,17 @@ Submission Scheduler::submit(GenerationRequest request) {
   };
   if (request.prompt.empty()) return reject(Rejection::Reason::Invalid, "the prompt is empty", "prompt");
   if (request.n == 0 || request.n > options_.max_batch)
-    return reject(Rejection::Reason::Invalid,
-                  "n must be between 1 and " + std::to_string(options_.max_batch) + ", found " +
-                      std::to_string(request.n),
-                  "n");
+    return reject(
+        Rejection::Reason::Invalid,
+        "n must be between 1 and " + std::to_string(options_.max_batch) + ", found " + std::to_string(request.n), "n");
   if (Status valid = engine_->check_tokens(request.prompt); !valid.ok())
     return reject(Rejection::Reason::Invalid, "prompt: " + valid.message(), "prompt");
   if (Status valid = request.sampling.validate(engine_->vocab_size()); !valid.ok())
     return reject(Rejection::Reason::Invalid, valid.message(), "");
 
   const auto prompt = static_cast<uint32_t>(request.prompt.size());
-  const std::string counts = "the prompt has " + std::to_string(prompt) + " tokens and the context holds " +
-                             std::to_string(context_);
+  const std::string counts =
+      "the prompt has " + std::to_string(prompt) + " tokens and the context holds " + std::to_string(context_);
   if (prompt >= context_)
     return reject(Rejection::Reason::TooLong, counts + ": no room is left to generate a token", "prompt");
   Queued queued;
@@ -157,7 +158,8 @@ Submission Scheduler::submit(GenerationRequest request) {
   const uint64_t pool_limit = uint64_t{kBlock} * (shared_blocks + (pool_blocks_ - shared_blocks) / request.n);
   const auto room = static_cast<uint32_t>(std::min<uint64_t>(context_, pool_limit));
   if (request.max_tokens) {
-    if (*request.max_tokens == 0) return reject(Rejection::Reason::Invalid, "max_tokens must be at least 1", "max_tokens");
+    if (*request.max_tokens == 0)
+      return reject(Rejection::Reason::Invalid, "max_tokens must be at least 1", "max_tokens");
     if (uint64_t{prompt} + *request.max_tokens > context_)
       return reject(Rejection::Reason::TooLong,
                     counts + "; the prompt plus max_tokens (" + std::to_string(*request.max_tokens) +
@@ -228,7 +230,8 @@ void Scheduler::drop_expired_and_cancelled() {
   Event timeout;
   timeout.kind = Event::Kind::Error;
   timeout.error_kind = ErrorKind::Timeout;
-  timeout.error = "the request exceeded the server's generation deadline of " + std::to_string(options_.timeout_s) + " s";
+  timeout.error =
+      "the request exceeded the server's generation deadline of " + std::to_string(options_.timeout_s) + " s";
   for (auto it = active_.begin(); it != active_.end();) {
     Active& active = **it;
     ++it;  // end_request erases `active`
@@ -502,7 +505,8 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
   }
   const StopStringMatcher::Output out = choice.matcher.push(*text);
   deliver(active, choice, out.text, delta);
-  if (!delta.content.empty() || !delta.reasoning.empty() || !delta.tokens.empty()) active.channel().push(std::move(delta));
+  if (!delta.content.empty() || !delta.reasoning.empty() || !delta.tokens.empty())
+    active.channel().push(std::move(delta));
   if (out.stopped) {
     finish_choice(active, choice, "stop", false);
   } else if (choice.generated >= active.queued.max_tokens) {

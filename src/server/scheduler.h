@@ -72,10 +72,10 @@ class Scheduler {
   struct Queued {
     std::shared_ptr<RequestChannel> channel;
     GenerationRequest request;
-    uint32_t max_tokens = 0;       // effective, per choice
-    uint32_t shared_until = 0;     // n > 1: prompt positions choice 0 prefills for all
-    uint32_t private_blocks = 0;   // worst case per choice beyond the shared blocks
-    uint32_t worst_blocks = 0;     // shared + n * private
+    uint32_t max_tokens = 0;      // effective, per choice
+    uint32_t shared_until = 0;    // n > 1: prompt positions choice 0 prefills for all
+    uint32_t private_blocks = 0;  // worst case per choice beyond the shared blocks
+    uint32_t worst_blocks = 0;    // shared + n * private
   };
   struct StepRow;
   struct Batch;

@@ -28,9 +28,9 @@ struct ServerOptions {
   std::string model_path;
   std::vector<std::string> served_names;  // the first is echoed as `model`
   std::string host = "127.0.0.1";
-  uint16_t port = 8080;                    // 0: any free port
-  std::string api_key;                     // empty: no key (loopback only)
-  std::vector<std::string> cors_origins;   // beyond localhost origins; "*" allows every origin
+  uint16_t port = 8080;                   // 0: any free port
+  std::string api_key;                    // empty: no key (loopback only)
+  std::vector<std::string> cors_origins;  // beyond localhost origins; "*" allows every origin
   uint32_t max_body_kib = 1024;
   uint32_t max_messages = 1024;
   uint32_t read_timeout_s = 30;

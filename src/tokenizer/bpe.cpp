@@ -85,9 +85,7 @@ void BpeModel::encode_piece_uncached(std::string_view piece, std::vector<uint32_
     uint32_t rank;
     uint32_t pos;
     uint32_t merged_id;
-    bool operator>(const Candidate& other) const {
-      return rank != other.rank ? rank > other.rank : pos > other.pos;
-    }
+    bool operator>(const Candidate& other) const { return rank != other.rank ? rank > other.rank : pos > other.pos; }
   };
   std::vector<Candidate> storage;
   storage.reserve(n);

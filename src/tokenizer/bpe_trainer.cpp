@@ -25,7 +25,8 @@ struct ByteIds {
     std::array<uint32_t, 256> bytes{};
     for (uint32_t b = 0; b < 256; ++b) bytes[b] = b;
     std::sort(bytes.begin(), bytes.end(), [](uint32_t a, uint32_t b) {
-      return byte_level::byte_to_code_point(static_cast<uint8_t>(a)) < byte_level::byte_to_code_point(static_cast<uint8_t>(b));
+      return byte_level::byte_to_code_point(static_cast<uint8_t>(a)) <
+             byte_level::byte_to_code_point(static_cast<uint8_t>(b));
     });
     for (uint32_t id = 0; id < 256; ++id) {
       byte_of_id[id] = static_cast<uint8_t>(bytes[id]);
@@ -52,7 +53,7 @@ uint64_t pair_key(uint32_t left, uint32_t right) { return (uint64_t{left} << 32)
 struct PairSlot {
   uint32_t left = 0, right = 0;
   int64_t count = 0;
-  std::vector<uint32_t> words;   // may repeat a word (once per time it gained the pair) or be stale
+  std::vector<uint32_t> words;      // may repeat a word (once per time it gained the pair) or be stale
   uint32_t raised_at = UINT32_MAX;  // the merge step whose updates raised the count last
   bool merged = false;
 };
@@ -241,7 +242,8 @@ class BpeState {
 }  // namespace
 
 const std::vector<std::string>& default_special_tokens() {
-  static const std::vector<std::string> tokens{"<pad>", "<unk>", "<bos>", "<eos>", "<mask>", "<|im_start|>", "<|im_end|>"};
+  static const std::vector<std::string> tokens{"<pad>",  "<unk>",        "<bos>",     "<eos>",
+                                               "<mask>", "<|im_start|>", "<|im_end|>"};
   return tokens;
 }
 
@@ -249,22 +251,26 @@ Status check_bpe_options(const BpeMergeOptions& options) {
   const uint64_t minimum = uint64_t{kByteTokens} + options.special_tokens.size();
   if (options.vocab_size < minimum) {
     return make_error("--vocab-size " + std::to_string(options.vocab_size) + " is too small: the 256 byte tokens and " +
-                      std::to_string(options.special_tokens.size()) + " special tokens need " + std::to_string(minimum));
+                      std::to_string(options.special_tokens.size()) + " special tokens need " +
+                      std::to_string(minimum));
   }
   KIPP_ASSIGN_OR_RETURN(Pretokenizer pretokenizer, Pretokenizer::create(kQwen2PretokenizerPattern));
   for (size_t i = 0; i < options.special_tokens.size(); ++i) {
     const std::string& token = options.special_tokens[i];
     const std::string quoted = "'" + token + "'";
     if (token.empty()) return make_error("special token " + std::to_string(i) + " is empty");
-    if (utf8::first_invalid_byte(token)) return make_error("special token " + std::to_string(i) + " is not valid UTF-8");
-    if (token.find_first_of("\r\n") != std::string::npos) return make_error("special token " + quoted + " holds a line break");
+    if (utf8::first_invalid_byte(token))
+      return make_error("special token " + std::to_string(i) + " is not valid UTF-8");
+    if (token.find_first_of("\r\n") != std::string::npos)
+      return make_error("special token " + quoted + " holds a line break");
     for (size_t j = 0; j < i; ++j) {
       if (options.special_tokens[j] == token) return make_error("special token " + quoted + " is given twice");
     }
     std::vector<std::string_view> pieces;
     KIPP_RETURN_IF_ERROR(pretokenizer.split(token, pieces));
     if (pieces.size() < 2) {
-      return make_error("special token " + quoted + " is a single pre-token, so it could also be a byte or learned "
+      return make_error("special token " + quoted +
+                        " is a single pre-token, so it could also be a byte or learned "
                         "token; use a form like '<name>'");
     }
   }

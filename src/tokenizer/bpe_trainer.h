@@ -69,10 +69,10 @@ struct BpeMergeOptions {
 };
 
 struct TrainedTokenizer {
-  std::vector<std::string> vocab;                      // by id, byte-level text ("Ġthe")
-  std::vector<std::pair<uint32_t, uint32_t>> merges;   // (left id, right id), rank order
-  std::vector<std::string> special_tokens;             // id vocab.size() + index
-  bool stopped_early = false;  // ran out of pairs at min_frequency before reaching vocab_size
+  std::vector<std::string> vocab;                     // by id, byte-level text ("Ġthe")
+  std::vector<std::pair<uint32_t, uint32_t>> merges;  // (left id, right id), rank order
+  std::vector<std::string> special_tokens;            // id vocab.size() + index
+  bool stopped_early = false;                         // ran out of pairs at min_frequency before reaching vocab_size
 
   uint32_t total_size() const { return static_cast<uint32_t>(vocab.size() + special_tokens.size()); }
 };

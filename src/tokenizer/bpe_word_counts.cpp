@@ -41,7 +41,8 @@ struct Splitter {
 Expected<std::unique_ptr<Splitter>> make_splitter(const std::vector<std::string>& special_tokens) {
   KIPP_ASSIGN_OR_RETURN(Pretokenizer pretokenizer, Pretokenizer::create(kQwen2PretokenizerPattern));
   auto splitter = std::make_unique<Splitter>(Splitter{std::move(pretokenizer), {}});
-  for (size_t i = 0; i < special_tokens.size(); ++i) splitter->specials.add(special_tokens[i], static_cast<uint32_t>(i));
+  for (size_t i = 0; i < special_tokens.size(); ++i)
+    splitter->specials.add(special_tokens[i], static_cast<uint32_t>(i));
   return splitter;
 }
 

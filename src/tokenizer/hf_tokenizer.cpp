@@ -17,7 +17,8 @@ struct AddedToken {
 Status check_pipeline(const json& tokenizer) {
   const json& model = tokenizer.at("model");
   if (model.value("type", std::string()) != "BPE") {
-    return make_error("tokenizer.json: model.type is " + model.value("type", std::string("missing")) + " (expected BPE)");
+    return make_error("tokenizer.json: model.type is " + model.value("type", std::string("missing")) +
+                      " (expected BPE)");
   }
   const json& normalizer = tokenizer.at("normalizer");
   if (!normalizer.is_null() && normalizer.value("type", std::string()) != "NFC") {
@@ -30,11 +31,12 @@ Status check_pipeline(const json& tokenizer) {
       pre["pretokenizers"].size() == 2 && pre["pretokenizers"][1].value("type", std::string()) == "ByteLevel") {
     split = &pre["pretokenizers"][0];
   }
-  if (split == nullptr || split->value("type", std::string()) != "Split" ||
-      !split->contains("pattern") || !(*split)["pattern"].contains("Regex") ||
+  if (split == nullptr || split->value("type", std::string()) != "Split" || !split->contains("pattern") ||
+      !(*split)["pattern"].contains("Regex") ||
       (*split)["pattern"]["Regex"].get<std::string>() != kQwen2PretokenizerPattern) {
-    return make_error("tokenizer.json: pre_tokenizer is not the Qwen2 byte-level pre-tokenizer (Split with the "
-                      "Qwen2 regex, then ByteLevel); Kipp implements exactly that one");
+    return make_error(
+        "tokenizer.json: pre_tokenizer is not the Qwen2 byte-level pre-tokenizer (Split with the "
+        "Qwen2 regex, then ByteLevel); Kipp implements exactly that one");
   }
   return ok_status();
 }
@@ -100,7 +102,8 @@ Expected<TokenizerMetadata> import_hf_tokenizer(const HfTokenizerFiles& files, u
       out.token_types[id] = static_cast<int32_t>(token.special ? TokenType::Control : TokenType::UserDefined);
     }
     for (uint32_t id = 0; id < vocab_size; ++id) {
-      if (out.token_types[id] == static_cast<int32_t>(TokenType::Unused)) out.tokens[id] = "[PAD" + std::to_string(id) + "]";
+      if (out.token_types[id] == static_cast<int32_t>(TokenType::Unused))
+        out.tokens[id] = "[PAD" + std::to_string(id) + "]";
     }
     for (const json& merge : tokenizer.at("model").at("merges")) {
       std::string text = merge_text(merge);

@@ -11,7 +11,6 @@
 
 namespace kipp {
 
-
 struct HfTokenizerFiles {
   std::string tokenizer_json;         // text of tokenizer.json
   std::string tokenizer_config_json;  // text of tokenizer_config.json, may be empty

@@ -1,7 +1,7 @@
 #include "tokenizer/normalizer.h"
 
-#include <cstdlib>
 #include <utf8proc.h>
+#include <cstdlib>
 
 namespace kipp {
 
@@ -57,7 +57,7 @@ std::string_view nfc(std::string_view text, std::string& storage) {
   // (most of it) is returned as is.
   const auto* data = reinterpret_cast<const uint8_t*>(text.data());
   const size_t n = text.size();
-  size_t copied = 0;                  // text[0, copied) is already in `storage`
+  size_t copied = 0;                           // text[0, copied) is already in `storage`
   size_t last_inert = std::string_view::npos;  // start of the latest inert character
   bool changed = false;
   size_t i = 0;

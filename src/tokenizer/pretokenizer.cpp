@@ -82,8 +82,10 @@ Pretokenizer::~Pretokenizer() = default;
 Expected<Pretokenizer> Pretokenizer::create(std::string_view pattern) {
   const std::string rewritten = rewrite_whitespace_classes(pattern);
   if (rewritten.find("\\S") != std::string::npos) {
-    return make_error("pre-tokenizer pattern has \\S inside a character class, which Kipp cannot map to "
-                      "Unicode White_Space: " + std::string(pattern));
+    return make_error(
+        "pre-tokenizer pattern has \\S inside a character class, which Kipp cannot map to "
+        "Unicode White_Space: " +
+        std::string(pattern));
   }
   int error = 0;
   PCRE2_SIZE error_offset = 0;
@@ -101,7 +103,10 @@ Expected<Pretokenizer> Pretokenizer::create(std::string_view pattern) {
 
 Status Pretokenizer::split(std::string_view text, std::vector<std::string_view>& pieces) const {
   return split(
-      text, [](void* context, std::string_view piece) { static_cast<std::vector<std::string_view>*>(context)->push_back(piece); },
+      text,
+      [](void* context, std::string_view piece) {
+        static_cast<std::vector<std::string_view>*>(context)->push_back(piece);
+      },
       &pieces);
 }
 
@@ -123,8 +128,9 @@ Status Pretokenizer::split(std::string_view text, PieceSink sink, void* context)
                        nullptr);
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    if (rc < 0) return make_error("pre-tokenizer: PCRE2 match failed at byte " + std::to_string(offset) + ": " +
-                                  pcre2_message(rc));
+    if (rc < 0)
+      return make_error("pre-tokenizer: PCRE2 match failed at byte " + std::to_string(offset) + ": " +
+                        pcre2_message(rc));
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     const size_t start = ovector[0];
     const size_t end = ovector[1];

@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <unordered_map>
 
-#include "tokenizer/pretokenizer_pattern.h"
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pretokenizer.h"
+#include "tokenizer/pretokenizer_pattern.h"
 #include "tokenizer/utf8.h"
 
 namespace kipp {
@@ -115,7 +115,8 @@ Expected<std::unordered_map<uint64_t, BpeModel::Merge>> read_merges(
     const auto right_id = normal_ids.find(right);
     const auto joined_id = normal_ids.find(joined);
     if (left_id == normal_ids.end()) return make_error(describe() + ": " + quoted(left) + " is not in the vocabulary");
-    if (right_id == normal_ids.end()) return make_error(describe() + ": " + quoted(right) + " is not in the vocabulary");
+    if (right_id == normal_ids.end())
+      return make_error(describe() + ": " + quoted(right) + " is not in the vocabulary");
     if (joined_id == normal_ids.end()) {
       return make_error(describe() + ": the merged token " + quoted(joined) + " is not in the vocabulary");
     }
@@ -171,7 +172,8 @@ Expected<Tokenizer> Tokenizer::create(const TokenizerMetadata& metadata) {
     return make_error("tokenizer pre-tokenizer is " + quoted(metadata.pre) + "; Kipp implements 'qwen2'");
   }
   const size_t vocab = metadata.tokens.size();
-  if (vocab == 0 || vocab >= UINT32_MAX) return make_error("tokenizer vocabulary has " + std::to_string(vocab) + " tokens");
+  if (vocab == 0 || vocab >= UINT32_MAX)
+    return make_error("tokenizer vocabulary has " + std::to_string(vocab) + " tokens");
   if (metadata.token_types.size() != vocab) {
     return make_error("tokenizer has " + std::to_string(vocab) + " tokens but " +
                       std::to_string(metadata.token_types.size()) + " token types");

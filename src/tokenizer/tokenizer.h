@@ -32,8 +32,7 @@ class Tokenizer {
   ~Tokenizer();
 
   // Invalid UTF-8 in `text` is an error naming the byte offset (never a crash).
-  Expected<std::vector<uint32_t>> encode(std::string_view text,
-                                         SpecialTokens special = SpecialTokens::Parse) const;
+  Expected<std::vector<uint32_t>> encode(std::string_view text, SpecialTokens special = SpecialTokens::Parse) const;
   // The bytes of the tokens concatenated (not necessarily valid UTF-8 for a partial sequence).
   // Unknown ids are an error naming the id.
   Expected<std::string> decode(std::span<const uint32_t> ids) const;

@@ -47,9 +47,10 @@ std::string to_tokenizer_json(const TrainedTokenizer& tokenizer) {
   out += "  \"pre_tokenizer\": " + pre.dump() + ",\n";
   out += "  \"post_processor\": " + byte_level_step().dump() + ",\n";
   out += "  \"decoder\": " + byte_level_step().dump() + ",\n";
-  out += "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
-         "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n    \"fuse_unk\": false,\n"
-         "    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n    \"vocab\": {";
+  out +=
+      "  \"model\": {\n    \"type\": \"BPE\",\n    \"dropout\": null,\n    \"unk_token\": null,\n"
+      "    \"continuing_subword_prefix\": \"\",\n    \"end_of_word_suffix\": \"\",\n    \"fuse_unk\": false,\n"
+      "    \"byte_fallback\": false,\n    \"ignore_merges\": false,\n    \"vocab\": {";
   for (size_t id = 0; id < tokenizer.vocab.size(); ++id) {
     out += (id ? ",\n      " : "\n      ") + str(tokenizer.vocab[id]) + ": " + std::to_string(id);
   }
@@ -77,7 +78,9 @@ std::string to_tokenizer_config_json(const TrainedTokenizer& tokenizer) {
   }
   out["added_tokens_decoder"] = std::move(decoder);
   // The default tokens by role; the others are listed as additional special tokens.
-  auto role = [&](const char* token) -> ordered_json { return has_token(tokenizer, token) ? ordered_json(token) : ordered_json(); };
+  auto role = [&](const char* token) -> ordered_json {
+    return has_token(tokenizer, token) ? ordered_json(token) : ordered_json();
+  };
   const ordered_json eos = has_token(tokenizer, "<eos>") ? role("<eos>") : role("<|im_end|>");
   std::vector<std::string> named;
   for (const ordered_json& token : {role("<bos>"), eos, role("<pad>"), role("<unk>"), role("<mask>")}) {

@@ -134,8 +134,8 @@ Status check_tensor_set(const SafetensorsFile& file, const ParameterLayout& layo
                           std::string(safetensors_dtype_name(found->dtype)) + " (expected F32)");
       }
       if (found->shape != t.shape) {
-        return make_error(file.path() + ": tensor " + name + " has shape " + shape_text(found->shape) +
-                          ", expected " + shape_text(t.shape));
+        return make_error(file.path() + ": tensor " + name + " has shape " + shape_text(found->shape) + ", expected " +
+                          shape_text(t.shape));
       }
     }
   }
@@ -365,9 +365,8 @@ std::string hf_config_json(const ModelConfig& config) {
               {"transformers_version", "4.51.0"},
               {"use_cache", true},
               {"use_sliding_window", false}};
-  visit_config_fields(config, [&out](const ModelConfigField& field, const auto& value) {
-    out[std::string(field.hf_key)] = value;
-  });
+  visit_config_fields(
+      config, [&out](const ModelConfigField& field, const auto& value) { out[std::string(field.hf_key)] = value; });
   // Without a sliding window every layer counts as a full-attention one.
   out["max_window_layers"] = config.num_layers;
   return out.dump(2) + "\n";
@@ -427,7 +426,8 @@ Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const Paramet
 
   const std::string optimizer_path = join_path(dir, "optimizer.safetensors");
   if (!file_exists(optimizer_path)) {
-    return make_error(optimizer_path + " is missing: this folder has weights but no optimizer state, so it cannot be "
+    return make_error(optimizer_path +
+                      " is missing: this folder has weights but no optimizer state, so it cannot be "
                       "resumed (start a new run from its weights with --init)");
   }
   KIPP_ASSIGN_OR_RETURN(const SafetensorsFile optimizer, open_tensors(optimizer_path, layout, {kExpAvg, kExpAvgSq}));
@@ -490,10 +490,11 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
     if (!(other == config)) {
       std::string fields;
       visit_config_members([&](const ModelConfigField& field, auto member) {
-        if (other.*member != config.*member) fields += std::string(fields.empty() ? "" : ", ") + std::string(field.hf_key);
+        if (other.*member != config.*member)
+          fields += std::string(fields.empty() ? "" : ", ") + std::string(field.hf_key);
       });
-      return make_error(join_path(dir, "config.json") + " differs from " + join_path(dirs[0], "config.json") +
-                        " in " + fields + "; only checkpoints of one model can be averaged");
+      return make_error(join_path(dir, "config.json") + " differs from " + join_path(dirs[0], "config.json") + " in " +
+                        fields + "; only checkpoints of one model can be averaged");
     }
     KIPP_ASSIGN_OR_RETURN(SafetensorsFile file, open_tensors(join_path(dir, "model.safetensors"), layout, {""}));
     sources.push_back(std::move(file));

@@ -28,22 +28,22 @@
 namespace kipp::train {
 
 struct TrainerState {
-  uint64_t step = 0;             // optimizer updates applied
-  uint64_t epoch = 0;            // data epoch in progress
-  uint64_t data_cursor = 0;      // next window within the epoch's shuffled order
-  uint64_t tokens_seen = 0;      // training tokens consumed
-  uint64_t skipped_steps = 0;    // non-finite steps skipped so far
+  uint64_t step = 0;                   // optimizer updates applied
+  uint64_t epoch = 0;                  // data epoch in progress
+  uint64_t data_cursor = 0;            // next window within the epoch's shuffled order
+  uint64_t tokens_seen = 0;            // training tokens consumed
+  uint64_t skipped_steps = 0;          // non-finite steps skipped so far
   uint64_t consecutive_bad_steps = 0;  // of those, how many in a row just before this point
-  std::string rng_state;         // the data order's seed and geometry (the trainer's only randomness)
+  std::string rng_state;               // the data order's seed and geometry (the trainer's only randomness)
   double best_val_loss = std::numeric_limits<double>::infinity();
   uint64_t best_step = 0;
   double last_val_loss = std::numeric_limits<double>::quiet_NaN();
-  double elapsed_seconds = 0;    // wall time of the run so far
+  double elapsed_seconds = 0;  // wall time of the run so far
 };
 
 struct CheckpointData {
   std::span<const float> params;
-  std::span<const float> adam_m;   // may be empty (averaged checkpoints have no optimizer)
+  std::span<const float> adam_m;  // may be empty (averaged checkpoints have no optimizer)
   std::span<const float> adam_v;
   uint64_t adam_steps = 0;
   TrainerState state;

@@ -39,7 +39,8 @@ Expected<EvalModel> load_eval_model(const std::string& path) {
   KIPP_ASSIGN_OR_RETURN(std::string config_text, read_text_file(config_path));
   auto config = parse_hf_config(config_text);
   if (!config) return make_error(config_path + ": " + config.message());
-  KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, data::load_training_tokenizer(join_path(path, "tokenizer.json")));
+  KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer,
+                        data::load_training_tokenizer(join_path(path, "tokenizer.json")));
   EvalModel out{ParameterLayout(*config), {}, std::move(tokenizer)};
   out.params.resize(out.layout.total());
   KIPP_RETURN_IF_ERROR(load_parameters(out.layout, path, out.params));
@@ -53,7 +54,8 @@ Expected<LossSums> evaluate_windows(TrainingModel& model, std::span<const float>
   LossSums total;
   for (uint64_t first = 0; first < count; first += batch) {
     const uint32_t rows = uint32_t(std::min<uint64_t>(batch, count - first));
-    for (uint32_t r = 0; r < rows; ++r) fill(first + r, inputs.data() + size_t(r) * seq_len, targets.data() + size_t(r) * seq_len);
+    for (uint32_t r = 0; r < rows; ++r)
+      fill(first + r, inputs.data() + size_t(r) * seq_len, targets.data() + size_t(r) * seq_len);
     TokenBatch tokens;
     tokens.inputs = std::span<const int32_t>(inputs).first(size_t(rows) * seq_len);
     tokens.targets = std::span<const int32_t>(targets).first(size_t(rows) * seq_len);
@@ -75,8 +77,8 @@ Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options
   }
   if (options.batch == 0) return make_error("--batch must be positive");
   if (model.tokenizer.vocab_size > config.vocab_size) {
-    return make_error("the tokenizer has " + std::to_string(model.tokenizer.vocab_size) +
-                      " ids but the model only " + std::to_string(config.vocab_size));
+    return make_error("the tokenizer has " + std::to_string(model.tokenizer.vocab_size) + " ids but the model only " +
+                      std::to_string(config.vocab_size));
   }
   const int threads = options.threads ? int(options.threads) : omp_get_num_procs();
   omp_set_num_threads(threads);
@@ -84,12 +86,13 @@ Expected<EvalResult> evaluate_model(EvalModel& model, const EvalOptions& options
 
   KIPP_ASSIGN_OR_RETURN(data::CacheSource source, cache_source(options.data, options.data.train));
   KIPP_ASSIGN_OR_RETURN(data::TokenCache cache, data::TokenCache::open_or_build(cache_root(options.data), source,
-                                                                                 model.tokenizer, events.cache));
+                                                                                model.tokenizer, events.cache));
   EvalResult result;
   result.data = cache.stats();
-  KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, data::PackedDataset::create(std::move(cache), std::nullopt,
-                                                                                 options.seq_len, 0.0));
-  const uint64_t windows = options.max_windows ? std::min(options.max_windows, dataset.train_count()) : dataset.train_count();
+  KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset,
+                        data::PackedDataset::create(std::move(cache), std::nullopt, options.seq_len, 0.0));
+  const uint64_t windows =
+      options.max_windows ? std::min(options.max_windows, dataset.train_count()) : dataset.train_count();
 
   TrainingModelOptions model_options;
   model_options.max_batch = options.batch;

@@ -31,18 +31,18 @@ Expected<EvalModel> load_eval_model(const std::string& path);
 Expected<data::TrainingTokenizer> load_tokenizer_of(const std::string& path);
 
 struct EvalOptions {
-  DataSection data;        // format, text_field, chat_format, ... (data.train = the inputs)
-  uint32_t seq_len = 256;  // tokens per window; at most the model's context
-  uint32_t batch = 4;      // windows per forward pass
+  DataSection data;          // format, text_field, chat_format, ... (data.train = the inputs)
+  uint32_t seq_len = 256;    // tokens per window; at most the model's context
+  uint32_t batch = 4;        // windows per forward pass
   uint64_t max_windows = 0;  // 0: every window
   uint32_t threads = 0;      // 0: all hardware threads
 };
 
 struct EvalResult {
-  double loss = 0;        // mean cross-entropy (nats) per counted target
+  double loss = 0;  // mean cross-entropy (nats) per counted target
   double perplexity = 0;
   uint64_t windows = 0;
-  uint64_t counted = 0;   // targets that carried loss
+  uint64_t counted = 0;  // targets that carried loss
   data::CacheStats data;
 };
 

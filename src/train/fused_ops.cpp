@@ -84,12 +84,13 @@ void rmsnorm_forward(const float* x, const float* gain, size_t rows, size_t widt
 KIPP_VECTOR_CLONES
 void rmsnorm_apply(const float* x, const float* rstd, const float* gain, size_t rows, size_t width, float* y) {
 #pragma omp parallel for schedule(static)
-  for (long r = 0; r < as_long(rows); ++r) apply_row(x + size_t(r) * width, rstd[r], gain, width, y + size_t(r) * width);
+  for (long r = 0; r < as_long(rows); ++r)
+    apply_row(x + size_t(r) * width, rstd[r], gain, width, y + size_t(r) * width);
 }
 
 KIPP_VECTOR_CLONES
-void rmsnorm_backward(const float* dy, const float* x, const float* rstd, const float* gain, size_t rows,
-                      size_t width, float* partials, float* dx, float* dgain) {
+void rmsnorm_backward(const float* dy, const float* x, const float* rstd, const float* gain, size_t rows, size_t width,
+                      float* partials, float* dx, float* dgain) {
   const size_t chunks = (rows + kReductionRows - 1) / kReductionRows;
   const float inv_width = 1.0f / static_cast<float>(width);
 #pragma omp parallel for schedule(static)
@@ -147,8 +148,8 @@ void qk_norm_rope_forward(const float* qkv, const float* q_gain, const float* k_
 
 KIPP_VECTOR_CLONES
 void qk_norm_rope_backward(const float* dqk, const float* qkv, const float* rstd, const float* q_gain,
-                           const float* k_gain, const HeadShape& shape, RopeTables rope, float* partials,
-                           float* dqkv, float* dq_gain, float* dk_gain) {
+                           const float* k_gain, const HeadShape& shape, RopeTables rope, float* partials, float* dqkv,
+                           float* dq_gain, float* dk_gain) {
   const size_t hd = shape.head_dim, half = hd / 2, heads = shape.q_heads + shape.kv_heads;
   const size_t in_stride = shape.qkv_width(), d_stride = shape.qk_width();
   const size_t rows = shape.rows();
@@ -269,8 +270,8 @@ void attention_forward(const float* qk, const float* qkv, const HeadShape& shape
           st[1] = inv;
         }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(r1 - r0), as_int(hd), as_int(r1), 1.0f, p,
-                    as_int(T), it.v, as_int(shape.qkv_width()), 0.0f,
-                    out + (it.row0 + r0) * q_width + it.head * hd, as_int(q_width));
+                    as_int(T), it.v, as_int(shape.qkv_width()), 0.0f, out + (it.row0 + r0) * q_width + it.head * hd,
+                    as_int(q_width));
       }
     }
   }

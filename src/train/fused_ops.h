@@ -25,8 +25,8 @@ void rmsnorm_forward(const float* x, const float* gain, size_t rows, size_t widt
 // The same y from a saved rstd (bitwise equal to rmsnorm_forward's).
 void rmsnorm_apply(const float* x, const float* rstd, const float* gain, size_t rows, size_t width, float* y);
 // dx += d(y)/d(x)^T dy and dgain += sum over rows of dy * x * rstd.
-void rmsnorm_backward(const float* dy, const float* x, const float* rstd, const float* gain, size_t rows,
-                      size_t width, float* partials, float* dx, float* dgain);
+void rmsnorm_backward(const float* dy, const float* x, const float* rstd, const float* gain, size_t rows, size_t width,
+                      float* partials, float* dx, float* dgain);
 
 // Per-head geometry of the fused Q/K/V buffer: row n holds q_heads query heads, then kv_heads key
 // heads, then kv_heads value heads, each head_dim wide (the q, k, v projections' outputs side by
@@ -57,8 +57,8 @@ void qk_norm_rope_forward(const float* qkv, const float* q_gain, const float* k_
 // From d(qk): the Q and K columns of dqkv (written, not accumulated) and dq_gain, dk_gain (+=).
 // `partials` holds reduction_partials(rows, 2 * head_dim) floats.
 void qk_norm_rope_backward(const float* dqk, const float* qkv, const float* rstd, const float* q_gain,
-                           const float* k_gain, const HeadShape& shape, RopeTables rope, float* partials,
-                           float* dqkv, float* dq_gain, float* dk_gain);
+                           const float* k_gain, const HeadShape& shape, RopeTables rope, float* partials, float* dqkv,
+                           float* dq_gain, float* dk_gain);
 
 // Causal grouped-query attention, softmax(q k^T / sqrt(head_dim)) v, of the rotated heads in
 // `qk` and the value heads in `qkv`, into out [rows, q_width]. Saves the softmax statistics

@@ -29,7 +29,8 @@ Expected<std::optional<double>> number_field(const Json& record, const char* nam
 
 // Sorted by step; for a repeated step the last one logged wins (a resumed run re-did it).
 void sort_by_step(std::vector<PlotPoint>& points) {
-  std::stable_sort(points.begin(), points.end(), [](const PlotPoint& a, const PlotPoint& b) { return a.step < b.step; });
+  std::stable_sort(points.begin(), points.end(),
+                   [](const PlotPoint& a, const PlotPoint& b) { return a.step < b.step; });
   std::vector<PlotPoint> unique;
   unique.reserve(points.size());
   for (const PlotPoint& point : points) {
@@ -46,11 +47,21 @@ std::string xml_escape(std::string_view text) {
   std::string out;
   for (const char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters are not allowed in XML 1.0 text.
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out.push_back(c);
@@ -125,11 +136,9 @@ std::string log_tick_label(double log_value) {
 }
 
 struct Axis {
-  double low = 0, high = 1;    // data range (log10 units on a log axis)
+  double low = 0, high = 1;  // data range (log10 units on a log axis)
   double pixel_low = 0, pixel_high = 1;
-  double to_pixel(double value) const {
-    return pixel_low + (value - low) / (high - low) * (pixel_high - pixel_low);
-  }
+  double to_pixel(double value) const { return pixel_low + (value - low) / (high - low) * (pixel_high - pixel_low); }
 };
 
 // Widens a degenerate or empty range so that one point or a flat curve sits mid-axis.
@@ -231,7 +240,8 @@ std::string svg_head(const Frame& f, const std::string& title) {
   svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + coord(f.width) + "\" height=\"" + coord(f.height) +
          "\" viewBox=\"0 0 " + coord(f.width) + " " + coord(f.height) +
          "\" font-family=\"sans-serif\" font-size=\"12\">\n";
-  svg += "<rect x=\"0\" y=\"0\" width=\"" + coord(f.width) + "\" height=\"" + coord(f.height) + "\" fill=\"#ffffff\"/>\n";
+  svg +=
+      "<rect x=\"0\" y=\"0\" width=\"" + coord(f.width) + "\" height=\"" + coord(f.height) + "\" fill=\"#ffffff\"/>\n";
   svg += "<defs><clipPath id=\"plot-area\"><rect x=\"" + coord(f.left) + "\" y=\"" + coord(f.top) + "\" width=\"" +
          coord(f.right - f.left) + "\" height=\"" + coord(f.bottom - f.top) + "\"/></clipPath></defs>\n";
   const std::string heading = title.empty() ? "Loss" : "Loss: " + title;
@@ -327,8 +337,8 @@ std::string svg_curves(const PlotData& data, const Frame& f) {
 // The legend, top right inside the plot; the baseline's entry only when there is one.
 std::string svg_legend(const Frame& f, bool has_baseline) {
   const double legend_width = 150, row = 18, legend_x = f.right - legend_width - 10, legend_y = f.top + 10;
-  std::string svg = "<g id=\"legend\">\n<rect x=\"" + coord(legend_x) + "\" y=\"" + coord(legend_y) +
-                    "\" width=\"" + coord(legend_width) + "\" height=\"" + coord(row * (has_baseline ? 4 : 3) + 10) +
+  std::string svg = "<g id=\"legend\">\n<rect x=\"" + coord(legend_x) + "\" y=\"" + coord(legend_y) + "\" width=\"" +
+                    coord(legend_width) + "\" height=\"" + coord(row * (has_baseline ? 4 : 3) + 10) +
                     "\" fill=\"#ffffff\" fill-opacity=\"0.85\" stroke=\"#cccccc\"/>\n";
   struct Entry {
     const char* label;

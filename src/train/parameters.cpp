@@ -50,8 +50,7 @@ ParameterLayout::ParameterLayout(const ModelConfig& config) : config_(config) {
     layers_.push_back(l);
   }
   final_norm_ = add("model.norm.weight", {hidden}, ParamKind::Norm);
-  head_ = config.tie_embeddings ? embedding_
-                                : add("lm_head.weight", {config.vocab_size, hidden}, ParamKind::Head);
+  head_ = config.tie_embeddings ? embedding_ : add("lm_head.weight", {config.vocab_size, hidden}, ParamKind::Head);
 }
 
 const ParamTensor* ParameterLayout::find(std::string_view name) const {
@@ -127,24 +126,38 @@ Status load_from_hf(const ParameterLayout& layout, const std::string& dir, std::
 const TensorView& view_for(const Qwen3Weights& w, const TensorSpec& spec) {
   if (spec.layer < 0) {
     switch (spec.role) {
-      case TensorRole::Embedding: return w.token_embedding;
-      case TensorRole::OutputNorm: return w.output_norm;
-      default: return w.output;
+      case TensorRole::Embedding:
+        return w.token_embedding;
+      case TensorRole::OutputNorm:
+        return w.output_norm;
+      default:
+        return w.output;
     }
   }
   const LayerWeights& l = w.layers[size_t(spec.layer)];
   switch (spec.role) {
-    case TensorRole::AttnNorm: return l.attn_norm;
-    case TensorRole::AttnQ: return l.attn_q;
-    case TensorRole::AttnK: return l.attn_k;
-    case TensorRole::AttnV: return l.attn_v;
-    case TensorRole::AttnOutput: return l.attn_output;
-    case TensorRole::AttnQNorm: return l.attn_q_norm;
-    case TensorRole::AttnKNorm: return l.attn_k_norm;
-    case TensorRole::FfnNorm: return l.ffn_norm;
-    case TensorRole::FfnGate: return l.ffn_gate;
-    case TensorRole::FfnUp: return l.ffn_up;
-    default: return l.ffn_down;
+    case TensorRole::AttnNorm:
+      return l.attn_norm;
+    case TensorRole::AttnQ:
+      return l.attn_q;
+    case TensorRole::AttnK:
+      return l.attn_k;
+    case TensorRole::AttnV:
+      return l.attn_v;
+    case TensorRole::AttnOutput:
+      return l.attn_output;
+    case TensorRole::AttnQNorm:
+      return l.attn_q_norm;
+    case TensorRole::AttnKNorm:
+      return l.attn_k_norm;
+    case TensorRole::FfnNorm:
+      return l.ffn_norm;
+    case TensorRole::FfnGate:
+      return l.ffn_gate;
+    case TensorRole::FfnUp:
+      return l.ffn_up;
+    default:
+      return l.ffn_down;
   }
 }
 
@@ -157,7 +170,8 @@ Status load_from_gguf(const ParameterLayout& layout, const std::string& path, st
     if (!target) continue;  // a tied file's lm_head entry when the layout is tied as well
     const TensorView& view = view_for(weights, spec);
     const kernels::WeightMatrix matrix = kernels::make_weight_matrix(view.type, view.data, view.rows, view.cols);
-    if (matrix.row_bytes == 0) return make_error(path + ": tensor " + std::string(view.name) + " has an unsupported type");
+    if (matrix.row_bytes == 0)
+      return make_error(path + ": tensor " + std::string(view.name) + " has an unsupported type");
     for (size_t row = 0; row < view.rows; ++row) {
       kernels::ref::dequantize_row(matrix, row, values.data() + target->offset + row * view.cols);
     }
@@ -184,8 +198,8 @@ Status check_model_dimensions(const ModelConfig& want, const ModelConfig& got, c
   });
   // Loosely, a tied source may fill an untied layout (lm_head starts as the embedding), but an
   // untied source's own lm_head must not be dropped.
-  const bool tying_differs = require_same_tying ? want.tie_embeddings != got.tie_embeddings
-                                                : want.tie_embeddings && !got.tie_embeddings;
+  const bool tying_differs =
+      require_same_tying ? want.tie_embeddings != got.tie_embeddings : want.tie_embeddings && !got.tie_embeddings;
   if (tying_differs) {
     const auto text = [](bool value) { return value ? "true" : "false"; };
     differences += std::string(differences.empty() ? "" : ", ") + "tie_word_embeddings " + text(got.tie_embeddings) +

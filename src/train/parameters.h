@@ -17,9 +17,9 @@ namespace kipp::train {
 enum class ParamKind { Embedding, Projection, Norm, Head };
 
 struct ParamTensor {
-  std::string name;              // e.g. "model.layers.3.self_attn.q_proj.weight"
-  std::vector<uint64_t> shape;   // PyTorch order: [out, in] for projections
-  uint64_t offset = 0;           // in floats, into the flat buffer
+  std::string name;             // e.g. "model.layers.3.self_attn.q_proj.weight"
+  std::vector<uint64_t> shape;  // PyTorch order: [out, in] for projections
+  uint64_t offset = 0;          // in floats, into the flat buffer
   uint64_t count = 0;
   ParamKind kind = ParamKind::Projection;
 };
@@ -39,9 +39,9 @@ class ParameterLayout {
   uint64_t total() const { return total_; }
   const ParamTensor* find(std::string_view name) const;
 
-  uint64_t embedding() const { return embedding_; }      // [vocab, hidden]
-  uint64_t final_norm() const { return final_norm_; }    // [hidden]
-  uint64_t head() const { return head_; }                // == embedding() when tied
+  uint64_t embedding() const { return embedding_; }    // [vocab, hidden]
+  uint64_t final_norm() const { return final_norm_; }  // [hidden]
+  uint64_t head() const { return head_; }              // == embedding() when tied
   const std::vector<LayerOffsets>& layers() const { return layers_; }
 
  private:

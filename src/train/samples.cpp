@@ -13,9 +13,9 @@ Expected<std::string> generate_sample(TrainingModel& model, std::span<const floa
   // An empty prompt starts after an end token, as a new document does in the packed data.
   std::vector<int32_t> ids{int32_t(tokenizer.eos_id)};
   if (!prompt_ids.empty()) ids.assign(prompt_ids.begin(), prompt_ids.end());
-  if (ids.size() >= options.max_length) return make_error("sample prompt is " + std::to_string(ids.size()) +
-                                                           " tokens, too long for train.seq_len " +
-                                                           std::to_string(options.max_length));
+  if (ids.size() >= options.max_length)
+    return make_error("sample prompt is " + std::to_string(ids.size()) + " tokens, too long for train.seq_len " +
+                      std::to_string(options.max_length));
   SamplingParams sampling;
   sampling.temperature = float(options.temperature);
   sampling.seed = options.seed;

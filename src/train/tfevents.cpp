@@ -69,8 +69,7 @@ void put_bytes(std::string& out, uint32_t field, std::string_view bytes) {
 }
 
 // Event fields (event.proto).
-constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5,
-                   kEventSessionLog = 7;
+constexpr uint32_t kEventWallTime = 1, kEventStep = 2, kEventFileVersion = 3, kEventSummary = 5, kEventSessionLog = 7;
 // Summary / Summary.Value / SummaryMetadata / TensorProto fields (summary.proto, tensor.proto).
 constexpr uint32_t kSummaryValue = 1;
 constexpr uint32_t kValueTag = 1, kValueSimpleValue = 2, kValueTensor = 8, kValueMetadata = 9;
@@ -186,8 +185,8 @@ Expected<EventFileWriter> EventFileWriter::create(const std::string& dir, double
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return make_error("cannot create " + dir + ": " + error.message());
-  const std::string base =
-      dir + "/events.out.tfevents." + std::to_string(static_cast<uint64_t>(std::max(0.0, wall_time))) + "." + host_name();
+  const std::string base = dir + "/events.out.tfevents." +
+                           std::to_string(static_cast<uint64_t>(std::max(0.0, wall_time))) + "." + host_name();
   // "x": fail rather than overwrite, so two writers in the same second never share a file.
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const std::string path = attempt == 0 ? base : base + "." + std::to_string(attempt);

@@ -60,7 +60,7 @@ constexpr PlainText kPlainText;
 // A KitAI model key this architecture has exactly one value for: accepted so that a seed config
 // loads, with any other value refused and the reason given.
 struct Fixed {
-  const char* value;   // as written back by to_yaml
+  const char* value;  // as written back by to_yaml
   const char* reason;
   bool (*accepts)(std::string_view text);
 };
@@ -527,15 +527,15 @@ void check_relations(TrainConfig& c, const Sources& sources, const std::string& 
                                std::to_string(kQuantBlock) + ": " + std::string(kQuantBlockWhy));
   }
   if (c.train.seq_len > m.context_length) {
-    fail("train.seq_len", std::to_string(c.train.seq_len) + " is longer than model.max_seq_len " +
-                              std::to_string(m.context_length));
+    fail("train.seq_len",
+         std::to_string(c.train.seq_len) + " is longer than model.max_seq_len " + std::to_string(m.context_length));
   }
   if (c.train.min_lr > c.train.lr) {
     fail("train.min_lr", number_text(c.train.min_lr) + " is above train.lr " + number_text(c.train.lr));
   }
   if (c.train.warmup_steps > c.train.max_steps) {
-    fail("train.warmup_steps", std::to_string(c.train.warmup_steps) + " is more than train.max_steps " +
-                                   std::to_string(c.train.max_steps));
+    fail("train.warmup_steps",
+         std::to_string(c.train.warmup_steps) + " is more than train.max_steps " + std::to_string(c.train.max_steps));
   }
   if (c.tokenizer.empty()) {
     fail("tokenizer", "required: the path of an HF tokenizer.json, e.g. --set tokenizer=PATH/tokenizer.json");

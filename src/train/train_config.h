@@ -26,8 +26,15 @@ struct ModelSection {
   // The model's fields under their training names (ModelConfigField::yaml_key). vocab_size 0
   // ("auto" in YAML) is the tokenizer's vocabulary size; head_dim 0 ("auto") is d_model /
   // n_heads, which parsing resolves. The token ids come from the tokenizer.
-  ModelConfig dims{.hidden_size = 768, .num_layers = 12, .num_heads = 12, .num_kv_heads = 4, .ffn_size = 2048,
-                   .context_length = 2048, .rope_theta = 10000.0, .rms_norm_eps = 1e-6, .tie_embeddings = true};
+  ModelConfig dims{.hidden_size = 768,
+                   .num_layers = 12,
+                   .num_heads = 12,
+                   .num_kv_heads = 4,
+                   .ffn_size = 2048,
+                   .context_length = 2048,
+                   .rope_theta = 10000.0,
+                   .rms_norm_eps = 1e-6,
+                   .tie_embeddings = true};
   double init_std = 0.02;
   bool scaled_residual_init = false;
   // Accepted only with the values this architecture has (dropout 0.0, activation swiglu,
@@ -69,18 +76,18 @@ struct TrainSection {
   double beta2 = 0.95;
   double eps = 1e-8;
   bool decay_embeddings = true;
-  double grad_clip = 1.0;               // 0: no clipping
-  uint64_t seed = 1234;                 // parameter init
-  uint32_t threads = 0;                 // 0: all hardware threads
-  bool recompute_blocks = false;        // activation checkpointing
-  uint32_t max_bad_steps = 5;           // consecutive non-finite steps before the run stops
+  double grad_clip = 1.0;         // 0: no clipping
+  uint64_t seed = 1234;           // parameter init
+  uint32_t threads = 0;           // 0: all hardware threads
+  bool recompute_blocks = false;  // activation checkpointing
+  uint32_t max_bad_steps = 5;     // consecutive non-finite steps before the run stops
 
   bool operator==(const TrainSection&) const = default;
 };
 
 struct EvalSection {
-  uint64_t every = 100;  // steps; 0: never
-  uint32_t batches = 8;  // validation micro-batches per evaluation
+  uint64_t every = 100;                     // steps; 0: never
+  uint32_t batches = 8;                     // validation micro-batches per evaluation
   std::vector<std::string> sample_prompts;  // generated from at every evaluation, shown and logged
   uint32_t sample_tokens = 48;              // tokens generated per prompt
   double sample_temperature = 0.8;          // 0: greedy
@@ -89,8 +96,8 @@ struct EvalSection {
 };
 
 struct CheckpointSection {
-  uint64_t every = 200;     // steps; 0: only at the end
-  uint32_t keep_last = 3;   // step checkpoints kept besides `best`
+  uint64_t every = 200;    // steps; 0: only at the end
+  uint32_t keep_last = 3;  // step checkpoints kept besides `best`
 
   bool operator==(const CheckpointSection&) const = default;
 };

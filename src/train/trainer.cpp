@@ -19,8 +19,8 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
-#include "train/lr_schedule.h"
 #include "train/loss_plot.h"
+#include "train/lr_schedule.h"
 #include "train/parameters.h"
 #include "train/run_log.h"
 #include "train/samples.h"
@@ -51,8 +51,7 @@ void tell(const TrainEvents& events, const std::string& message) {
 class Loop {
  public:
   Loop(const TrainRun& run, const TrainEvents& events, const ParameterLayout& layout, data::PackedDataset dataset,
-       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline,
-       RunLog& log)
+       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline, RunLog& log)
       : run_(run),
         config_(run.config),
         events_(events),
@@ -85,8 +84,11 @@ class Loop {
     KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, load_checkpoint(dir, layout_));
     const std::string expected = rng_state_text(config_.data.seed, dataset_);
     if (loaded.state.rng_state != expected) {
-      return make_error(dir + ": the run's data order (" + loaded.state.rng_state + ") differs from what the corpus and "
-                        "config give now (" + expected + "): the data files, data.seed, data.validation_fraction, the "
+      return make_error(dir + ": the run's data order (" + loaded.state.rng_state +
+                        ") differs from what the corpus and "
+                        "config give now (" +
+                        expected +
+                        "): the data files, data.seed, data.validation_fraction, the "
                         "data format options and train.seq_len must stay as they were for the saved data position "
                         "to mean the same");
     }
@@ -124,10 +126,10 @@ class Loop {
       const double norm = counted ? clip_gradient_norm(grads_, t.grad_clip) : 0.0;
       // A step with nothing to learn (every target masked) or a non-finite loss or gradient is
       // skipped with the optimizer untouched (no decay, no momentum, no step count).
-      const char* skip_reason = counted == 0              ? "no target carries loss"
-                                : !std::isfinite(loss)   ? "non-finite loss"
-                                : !std::isfinite(norm)   ? "non-finite gradient"
-                                                         : nullptr;
+      const char* skip_reason = counted == 0           ? "no target carries loss"
+                                : !std::isfinite(loss) ? "non-finite loss"
+                                : !std::isfinite(norm) ? "non-finite gradient"
+                                                       : nullptr;
       if (skip_reason) {
         KIPP_RETURN_IF_ERROR(skip_step(skip_reason, counted > 0));
         continue;
@@ -179,17 +181,15 @@ class Loop {
     double loss_sum = 0;
   };
 
-  double elapsed() const {
-    return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count();
-  }
+  double elapsed() const { return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count(); }
 
   // The next grad_accum micro-batches forward and backward: their mean-loss gradient in grads_.
   Expected<StepLoss> accumulate_gradients() {
     const TrainSection& t = config_.train;
     std::fill(grads_.begin(), grads_.end(), 0.0f);
     const uint32_t micro_rows = t.micro_batch * t.seq_len;
-    for (uint32_t m = 0; m < t.grad_accum; ++m) fill_micro_batch(inputs_.data() + size_t(m) * micro_rows,
-                                                                  targets_.data() + size_t(m) * micro_rows);
+    for (uint32_t m = 0; m < t.grad_accum; ++m)
+      fill_micro_batch(inputs_.data() + size_t(m) * micro_rows, targets_.data() + size_t(m) * micro_rows);
     StepLoss out;
     for (int32_t target : targets_) out.counted += target != kIgnoreTarget;
     for (uint32_t m = 0; m < t.grad_accum && out.counted > 0; ++m) {
@@ -198,8 +198,7 @@ class Loop {
       batch.targets = std::span<const int32_t>(targets_).subspan(size_t(m) * micro_rows, micro_rows);
       batch.batch = t.micro_batch;
       batch.seq_len = t.seq_len;
-      KIPP_ASSIGN_OR_RETURN(LossSums sums,
-                            model_->forward_backward(params_, batch, 1.0f / float(out.counted), grads_));
+      KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->forward_backward(params_, batch, 1.0f / float(out.counted), grads_));
       out.loss_sum += sums.loss_sum;
     }
     const uint64_t step_tokens = uint64_t(t.grad_accum) * micro_rows;
@@ -215,8 +214,8 @@ class Loop {
     tell(events_, "step " + std::to_string(state_.step + 1) + ": " + skip_reason + ", skipped (" +
                       std::to_string(state_.skipped_steps) + " skipped so far)");
     if (consecutive_bad >= config_.train.max_bad_steps) {
-      return make_error(std::to_string(consecutive_bad) + " consecutive steps were skipped (the last: " +
-                        skip_reason + "); stopping" +
+      return make_error(std::to_string(consecutive_bad) + " consecutive steps were skipped (the last: " + skip_reason +
+                        "); stopping" +
                         (any_counted ? " (lower train.lr or set train.grad_clip)" : " (check the data's loss masks)") +
                         ". The last good checkpoint is " + last_good_checkpoint());
     }
@@ -266,8 +265,8 @@ class Loop {
   // Mean loss over the first eval.batches micro-batches of validation windows (a fixed set, so
   // evaluations are comparable across steps).
   Expected<bool> evaluate() {
-    const uint64_t windows = std::min<uint64_t>(dataset_.validation_count(),
-                                                uint64_t(config_.eval.batches) * config_.train.micro_batch);
+    const uint64_t windows =
+        std::min<uint64_t>(dataset_.validation_count(), uint64_t(config_.eval.batches) * config_.train.micro_batch);
     auto fill = [&](uint64_t index, int32_t* inputs, int32_t* targets) {
       dataset_.fill_validation(index, inputs, targets);
     };
@@ -319,8 +318,8 @@ class Loop {
     data.state = state_;
     data.tokenizer_json = tokenizer_.tokenizer_json;
     data.tokenizer_config_json = tokenizer_.tokenizer_config_json;
-    KIPP_ASSIGN_OR_RETURN(last_checkpoint_, save_checkpoint(config_.run_dir, layout_, data, is_best,
-                                                            config_.checkpoint.keep_last));
+    KIPP_ASSIGN_OR_RETURN(last_checkpoint_,
+                          save_checkpoint(config_.run_dir, layout_, data, is_best, config_.checkpoint.keep_last));
     const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
     char line[96];
     std::snprintf(line, sizeof line, " (%.1f MB in %.2f s)%s", double(layout_.total()) * 12 / 1e6, seconds,
@@ -385,8 +384,8 @@ Expected<TrainConfig> resolve_vocab_size(const TrainConfig& config, const data::
   TrainConfig resolved = config;
   if (resolved.model.dims.vocab_size == 0) resolved.model.dims.vocab_size = tokenizer.vocab_size;
   if (resolved.model.dims.vocab_size < tokenizer.vocab_size) {
-    return make_error("model.vocab_size " + std::to_string(resolved.model.dims.vocab_size) + " is smaller than the tokenizer's " +
-                      std::to_string(tokenizer.vocab_size) + " ids");
+    return make_error("model.vocab_size " + std::to_string(resolved.model.dims.vocab_size) +
+                      " is smaller than the tokenizer's " + std::to_string(tokenizer.vocab_size) + " ids");
   }
   return resolved;
 }
@@ -397,15 +396,16 @@ void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, ui
   tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
                    " malformed, " + std::to_string(stats.all_masked) + " without assistant tokens, skipped), " +
                    std::to_string(stats.tokens) + " tokens (" + std::to_string(stats.counted) + " carry loss), " +
-                   std::to_string(dataset.train_count()) + " training and " + std::to_string(dataset.validation_count()) +
-                   " validation windows of " + std::to_string(seq_len) + "; model: " +
-                   std::to_string(layout.total()) + " parameters; " + std::to_string(threads) + " threads");
+                   std::to_string(dataset.train_count()) + " training and " +
+                   std::to_string(dataset.validation_count()) + " validation windows of " + std::to_string(seq_len) +
+                   "; model: " + std::to_string(layout.total()) + " parameters; " + std::to_string(threads) +
+                   " threads");
 }
 
 // The validation loss of a model that knows token frequencies only (NaN without validation data).
 double report_unigram_baseline(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t vocab_size) {
-  const double baseline = dataset.validation_count() ? dataset.unigram_baseline(vocab_size)
-                                                     : std::numeric_limits<double>::quiet_NaN();
+  const double baseline =
+      dataset.validation_count() ? dataset.unigram_baseline(vocab_size) : std::numeric_limits<double>::quiet_NaN();
   if (std::isfinite(baseline)) {
     char line[120];
     std::snprintf(line, sizeof line, "unigram baseline: validation loss %.3f (perplexity %.1f) without context",
@@ -462,7 +462,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   if (error) return make_error("cannot create run.dir " + config.run_dir + ": " + error.message());
   // Two runs in one folder would prune and overwrite each other's checkpoints.
   KIPP_ASSIGN_OR_RETURN(const ExclusiveLock lock, ExclusiveLock::acquire(config.run_dir + "/.kipp-train.lock",
-                                                                          "kipp train is using " + config.run_dir));
+                                                                         "kipp train is using " + config.run_dir));
   TrainRun effective = run;
   effective.config = resolved;
   KIPP_RETURN_IF_ERROR(prepare_run_dir(run));

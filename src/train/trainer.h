@@ -29,13 +29,13 @@ struct TrainRun {
 };
 
 struct StepReport {
-  uint64_t step = 0;           // updates applied, including this one
+  uint64_t step = 0;  // updates applied, including this one
   uint64_t max_steps = 0;
   uint64_t epoch = 0;
-  double loss = 0;             // this step's mean loss
-  double smoothed_loss = 0;    // exponential moving average (0.9)
+  double loss = 0;           // this step's mean loss
+  double smoothed_loss = 0;  // exponential moving average (0.9)
   double lr = 0;
-  double grad_norm = 0;        // before clipping
+  double grad_norm = 0;  // before clipping
   double tokens_per_second = 0;
   uint64_t tokens_seen = 0;
   double elapsed_seconds = 0;
@@ -57,24 +57,24 @@ struct SampleReport {
 };
 
 struct TrainEvents {
-  std::function<void(const StepReport&)> on_step;     // every log.every steps and the last
+  std::function<void(const StepReport&)> on_step;  // every log.every steps and the last
   std::function<void(const EvalReport&)> on_eval;
-  std::function<void(const std::string&)> on_message;  // data loaded, checkpoint saved, skipped step
-  std::function<void(const SampleReport&)> on_sample;  // eval.sample_prompts, at every evaluation
+  std::function<void(const std::string&)> on_message;                // data loaded, checkpoint saved, skipped step
+  std::function<void(const SampleReport&)> on_sample;                // eval.sample_prompts, at every evaluation
   std::function<void(const data::CacheProgress&)> on_data_progress;  // while the data is tokenized
 };
 
 struct TrainSummary {
   uint64_t steps = 0;
   uint64_t tokens_seen = 0;
-  double final_loss = std::numeric_limits<double>::quiet_NaN();  // last step run by this call
-  double best_val_loss = 0;        // infinity when no validation ran
+  double final_loss = std::numeric_limits<double>::quiet_NaN();     // last step run by this call
+  double best_val_loss = 0;                                         // infinity when no validation ran
   double last_val_loss = std::numeric_limits<double>::quiet_NaN();  // NaN when no validation ran
   // Validation loss of a context-free unigram model of the training data (what the model must
   // beat to have learnt anything); NaN without validation data.
   double unigram_baseline = std::numeric_limits<double>::quiet_NaN();
-  std::string last_checkpoint;     // folder
-  bool interrupted = false;        // stopped by the stop flag or until_step
+  std::string last_checkpoint;  // folder
+  bool interrupted = false;     // stopped by the stop flag or until_step
   double elapsed_seconds = 0;
 };
 

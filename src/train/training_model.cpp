@@ -104,22 +104,22 @@ class CpuTrainingModel final : public TrainingModel {
   float* final_rstd_ = nullptr;    // [rows]
   float* final_normed_ = nullptr;  // [rows, hidden] the head's input
   // Scratch shared by all layers.
-  float* normed_ = nullptr;      // [rows, hidden] a norm's output
-  float* d_normed_ = nullptr;    // [rows, hidden]
-  float* d_stream_ = nullptr;    // [rows, hidden] gradient of the residual stream
-  float* qk_ = nullptr;          // [rows, qk_width] normalized, rotated q and k
-  float* d_qk_ = nullptr;        // [rows, qk_width]
-  float* d_qkv_ = nullptr;       // [rows, qkv_width]
-  float* d_attn_ = nullptr;      // [rows, q_width]
-  float* dk_heads_ = nullptr;    // [rows, q_width]
-  float* dv_heads_ = nullptr;    // [rows, q_width]
-  float* act_ = nullptr;         // [rows, ffn]
+  float* normed_ = nullptr;    // [rows, hidden] a norm's output
+  float* d_normed_ = nullptr;  // [rows, hidden]
+  float* d_stream_ = nullptr;  // [rows, hidden] gradient of the residual stream
+  float* qk_ = nullptr;        // [rows, qk_width] normalized, rotated q and k
+  float* d_qk_ = nullptr;      // [rows, qk_width]
+  float* d_qkv_ = nullptr;     // [rows, qkv_width]
+  float* d_attn_ = nullptr;    // [rows, q_width]
+  float* dk_heads_ = nullptr;  // [rows, q_width]
+  float* dv_heads_ = nullptr;  // [rows, q_width]
+  float* act_ = nullptr;       // [rows, ffn]
   float* attention_scratch_ = nullptr;
   float* partials_ = nullptr;
-  float* head_in_ = nullptr;     // [kHeadChunkRows, hidden]
-  float* head_dx_ = nullptr;     // [kHeadChunkRows, hidden]
-  float* head_logits_ = nullptr; // [kHeadChunkRows, vocab]
-  float* row_loss_ = nullptr;    // [rows]
+  float* head_in_ = nullptr;            // [kHeadChunkRows, hidden]
+  float* head_dx_ = nullptr;            // [kHeadChunkRows, hidden]
+  float* head_logits_ = nullptr;        // [kHeadChunkRows, vocab]
+  float* row_loss_ = nullptr;           // [rows]
   std::vector<uint32_t> counted_rows_;  // rows whose target counts, in order
   size_t counted_ = 0;
   std::vector<int32_t> chunk_targets_;
@@ -215,16 +215,15 @@ Status CpuTrainingModel::allocate() {
   }
   counted_rows_.resize(rows);
   chunk_targets_.resize(chunk);
-  workspace_bytes_ = floats * sizeof(float) + 2 * rope_cos_.size() * sizeof(float) + rows * sizeof(uint32_t) +
-                     chunk * sizeof(int32_t);
+  workspace_bytes_ =
+      floats * sizeof(float) + 2 * rope_cos_.size() * sizeof(float) + rows * sizeof(uint32_t) + chunk * sizeof(int32_t);
   return {};
 }
 
 // A batch may be smaller and its rows shorter than create() sized the buffers for (a last,
 // partial batch; evaluation on shorter rows): batch in 1..max_batch, seq_len in 1..seq_len.
-Expected<CpuTrainingModel::Step> CpuTrainingModel::check(std::span<const float> params,
-                                                         std::span<const int32_t> inputs, uint32_t batch,
-                                                         uint32_t seq_len) const {
+Expected<CpuTrainingModel::Step> CpuTrainingModel::check(std::span<const float> params, std::span<const int32_t> inputs,
+                                                         uint32_t batch, uint32_t seq_len) const {
   if (params.size() != layout_.total()) {
     return make_error("training model: parameter buffer has " + std::to_string(params.size()) + " floats, expected " +
                       std::to_string(layout_.total()));
@@ -323,8 +322,7 @@ LossSums CpuTrainingModel::head(const float* params, const int32_t* targets, con
       chunk_targets_[i] = targets[rows[i]];
     }
     matmul_xwt(head_in_, table, n, vocab_, hidden_, 0.0f, head_logits_);
-    ops::cross_entropy(head_logits_, chunk_targets_.data(), n, vocab_, grads != nullptr, grad_scale,
-                       row_loss_ + start);
+    ops::cross_entropy(head_logits_, chunk_targets_.data(), n, vocab_, grads != nullptr, grad_scale, row_loss_ + start);
     if (!grads) continue;
     matmul_dy_w(head_logits_, table, n, vocab_, hidden_, head_dx_);
     matmul_dyt_x(head_logits_, head_in_, n, vocab_, hidden_, grads + layout_.head());
@@ -363,8 +361,8 @@ void CpuTrainingModel::layer_backward(const float* params, size_t layer, const S
                           dv_heads_);
   ops::reduce_kv_heads(dk_heads_, step.shape, qk_width_, d_qk_ + q_width_);
   ops::reduce_kv_heads(dv_heads_, step.shape, qkv_width_, d_qkv_ + qk_width_);
-  ops::qk_norm_rope_backward(d_qk_, a.qkv, a.qk_rstd, params + w.q_norm, params + w.k_norm, step.shape, rope,
-                             partials_, d_qkv_, grads + w.q_norm, grads + w.k_norm);
+  ops::qk_norm_rope_backward(d_qk_, a.qkv, a.qk_rstd, params + w.q_norm, params + w.k_norm, step.shape, rope, partials_,
+                             d_qkv_, grads + w.q_norm, grads + w.k_norm);
   ops::rmsnorm_apply(a.input, a.attn_rstd, params + w.attn_norm, rows, hidden_, normed_);
   matmul_dyt_x(d_qkv_, normed_, rows, qkv_width_, hidden_, grads + w.q_proj);
   matmul_dy_w(d_qkv_, params + w.q_proj, rows, qkv_width_, hidden_, d_normed_);

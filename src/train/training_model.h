@@ -26,8 +26,8 @@ struct TokenBatch {
 };
 
 struct LossSums {
-  double loss_sum = 0;      // sum of cross-entropy (natural log) over counted targets
-  uint64_t counted = 0;     // targets != kIgnoreTarget
+  double loss_sum = 0;   // sum of cross-entropy (natural log) over counted targets
+  uint64_t counted = 0;  // targets != kIgnoreTarget
 };
 
 struct TrainingModelOptions {
@@ -40,14 +40,14 @@ struct TrainingModelOptions {
 class TrainingModel {
  public:
   static Expected<std::unique_ptr<TrainingModel>> create(const ParameterLayout& layout,
-                                                          const TrainingModelOptions& options);
+                                                         const TrainingModelOptions& options);
   virtual ~TrainingModel() = default;
 
   // Forward and backward over one micro-batch: returns the loss sums and ADDS
   // grad_scale * d(sum of cross-entropy)/d(parameter) into `grads` (so micro-batches accumulate;
   // the trainer passes 1 / counted targets of the whole step). Validates ids and shapes first.
-  virtual Expected<LossSums> forward_backward(std::span<const float> params, const TokenBatch& batch,
-                                              float grad_scale, std::span<float> grads) = 0;
+  virtual Expected<LossSums> forward_backward(std::span<const float> params, const TokenBatch& batch, float grad_scale,
+                                              std::span<float> grads) = 0;
 
   // Forward only (validation): loss sums, no gradients.
   virtual Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) = 0;

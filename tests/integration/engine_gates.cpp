@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "gate_report.h"
 #include "core/files.h"
+#include "gate_report.h"
 #include "kernels/cpu/kernels.h"
 #include "npy.h"
 #include "runtime/engine.h"
@@ -56,7 +56,7 @@ struct DeepBounds {
   double min_argmax_agreement = 1.0;
 };
 DeepBounds deep_bounds;
-constexpr uint32_t kDecodeSteps = 33;    // with the short prompt, the decode crosses a 32-position block
+constexpr uint32_t kDecodeSteps = 33;  // with the short prompt, the decode crosses a 32-position block
 
 struct Prompt {
   std::string label;
@@ -110,8 +110,8 @@ ArgmaxTally pooled_argmax;
 // either token is the right answer within the bound, and it counts as agreeing (with the cache
 // comparison's 1e-6 that is a margin of a thousandth of the row's RMS). With
 // min_agreement below 1 the row's agreement goes to pooled_argmax instead of being judged here.
-void compare_rows(const std::string& what, std::span<const float> actual, std::span<const float> expected,
-                  size_t rows, size_t width, double bound, bool same_argmax, double min_agreement = 1.0) {
+void compare_rows(const std::string& what, std::span<const float> actual, std::span<const float> expected, size_t rows,
+                  size_t width, double bound, bool same_argmax, double min_agreement = 1.0) {
   if (actual.size() != rows * width || expected.size() != rows * width)
     return report(false, what,
                   "sizes differ: " + std::to_string(actual.size()) + " vs " + std::to_string(expected.size()));
@@ -218,11 +218,12 @@ Expected<fs::path> run_reference(const Inputs& inputs, const std::string& label,
     for (uint32_t id : ids) ids_file << id << '\n';
     if (!ids_file) return make_error("cannot write " + ids_path.string());
   }
-  const std::string command =
-      shell_quoted(inputs.python) + " " + shell_quoted(inputs.reference_script) + " --model " +
-      shell_quoted(inputs.hf_dir) + " --ids-file " + shell_quoted(ids_path.string()) +
-      " --all-positions --round-kv-bf16" + (kernels_round_inputs() ? " --round-inputs-bf16" : "") + " --threads 1" + (dump_intermediates ? " --dump-intermediates" : "") +
-      " --out-dir " + shell_quoted(dir.string()) + " > " + shell_quoted(log_path.string()) + " 2>&1";
+  const std::string command = shell_quoted(inputs.python) + " " + shell_quoted(inputs.reference_script) + " --model " +
+                              shell_quoted(inputs.hf_dir) + " --ids-file " + shell_quoted(ids_path.string()) +
+                              " --all-positions --round-kv-bf16" +
+                              (kernels_round_inputs() ? " --round-inputs-bf16" : "") + " --threads 1" +
+                              (dump_intermediates ? " --dump-intermediates" : "") + " --out-dir " +
+                              shell_quoted(dir.string()) + " > " + shell_quoted(log_path.string()) + " 2>&1";
   const auto start = std::chrono::steady_clock::now();
   if (std::system(command.c_str()) != 0) {
     auto log = read_text_file(log_path.string());
@@ -360,8 +361,8 @@ std::vector<float> all_rows(Engine& engine, std::span<const uint32_t> ids, Sessi
                             const std::string& what) {
   std::vector<float> logits(ids.size() * engine.vocab_size());
   auto session = engine.create_session(options);
-  Status evaluated = session.ok() ? (*session)->eval(ids, static_cast<uint32_t>(ids.size()), logits.data())
-                                  : Status(session.error());
+  Status evaluated =
+      session.ok() ? (*session)->eval(ids, static_cast<uint32_t>(ids.size()), logits.data()) : Status(session.error());
   if (!evaluated.ok()) {
     report(false, what, evaluated.message());
     return {};
@@ -386,9 +387,9 @@ void gate_invariants(Engine& engine, std::span<const uint32_t> short_ids, std::s
     if (!session) return;
     const Status filled = session->eval(short_ids, 0, nullptr);
     const Status overflow = session->eval(short_ids.first(1), 0, nullptr);
-    report(filled.ok() && !overflow.ok() && session->length() == short_ids.size(), "invariants: exact capacity",
-           filled.ok() ? "overflow: " + (overflow.ok() ? std::string("accepted") : overflow.message())
-                       : filled.message());
+    report(
+        filled.ok() && !overflow.ok() && session->length() == short_ids.size(), "invariants: exact capacity",
+        filled.ok() ? "overflow: " + (overflow.ok() ? std::string("accepted") : overflow.message()) : filled.message());
   }
   // (d) Logical block b in physical block order[b], reversed.
   SessionOptions scrambled = plain;
@@ -425,7 +426,8 @@ void gate_invariants(Engine& engine, std::span<const uint32_t> short_ids, std::s
       alone.push_back(all_rows(engine, ids, exact, "invariants: isolated eval"));
     }
     for (size_t i = 0; i < prompts.size(); ++i)
-      items.push_back(BatchItem{sessions[i].get(), prompts[i], static_cast<uint32_t>(prompts[i].size()), batched[i].data()});
+      items.push_back(
+          BatchItem{sessions[i].get(), prompts[i], static_cast<uint32_t>(prompts[i].size()), batched[i].data()});
     const Status evaluated = engine.eval_batch(items);
     if (!evaluated.ok()) return report(false, "invariants: eval_batch", evaluated.message());
     const bool equal = bitwise_equal(batched[0], alone[0]) && bitwise_equal(batched[1], alone[1]) &&
@@ -457,16 +459,17 @@ void gate_pooled(const std::string& gguf, std::span<const uint32_t> long_ids, st
   const size_t expected_adopted = (long_ids.size() - 1) / kKvBlockPositions * kKvBlockPositions;
   status = (*second)->eval(long_ids.subspan(*adopted), 1, last.data());
   if (!status.ok()) return report(false, "pooled: eval after match_prefix", status.message());
-  report(*adopted == expected_adopted && bitwise_equal(last, expected_last),
-         "pooled: shared prefix vs unshared", "adopted " + std::to_string(*adopted) + " positions (expected " +
-                                                  std::to_string(expected_adopted) + "), last logits compared bitwise");
+  report(*adopted == expected_adopted && bitwise_equal(last, expected_last), "pooled: shared prefix vs unshared",
+         "adopted " + std::to_string(*adopted) + " positions (expected " + std::to_string(expected_adopted) +
+             "), last logits compared bitwise");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 6 && argc != 7) {
-    std::fprintf(stderr, "usage: engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR [NMSE,AGREEMENT]\n");
+    std::fprintf(stderr,
+                 "usage: engine_gates MODEL.gguf HF_DIR PYTHON REFERENCE_SCRIPT SCRATCH_DIR [NMSE,AGREEMENT]\n");
     return 2;
   }
   if (argc == 7 && std::sscanf(argv[6], "%lf,%lf", &deep_bounds.nmse, &deep_bounds.min_argmax_agreement) != 2) {
@@ -502,14 +505,16 @@ int main(int argc, char** argv) {
     gate_invariants(**engine, short_ids, special_ids, long_ids);
     std::vector<float> last((*engine)->vocab_size());
     const Status status = (*engine)->eval_stateless(long_ids, 1, last.data());
-    if (status.ok()) gate_pooled(inputs.gguf, long_ids, last);
-    else report(false, "pooled: stateless eval", status.message());
+    if (status.ok())
+      gate_pooled(inputs.gguf, long_ids, last);
+    else
+      report(false, "pooled: stateless eval", status.message());
   }
 
   if (deep_bounds.min_argmax_agreement < 1.0) {
-    const double agreement = pooled_argmax.rows == 0 ? 0.0
-                                                     : static_cast<double>(pooled_argmax.agreeing) /
-                                                           static_cast<double>(pooled_argmax.rows);
+    const double agreement =
+        pooled_argmax.rows == 0 ? 0.0
+                                : static_cast<double>(pooled_argmax.agreeing) / static_cast<double>(pooled_argmax.rows);
     report(pooled_argmax.rows > 0 && agreement >= deep_bounds.min_argmax_agreement,
            "logits: argmax agreement over every prompt and the decode",
            std::to_string(pooled_argmax.agreeing) + "/" + std::to_string(pooled_argmax.rows) + " positions, at least " +

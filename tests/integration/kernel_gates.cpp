@@ -53,8 +53,7 @@ Expected<Logits> all_logits(Engine& engine, const std::vector<uint32_t>& tokens)
   Logits logits;
   logits.positions = tokens.size();
   logits.values.resize(tokens.size() * engine.vocab_size());
-  KIPP_RETURN_IF_ERROR(
-      engine.eval_stateless(tokens, static_cast<uint32_t>(tokens.size()), logits.values.data()));
+  KIPP_RETURN_IF_ERROR(engine.eval_stateless(tokens, static_cast<uint32_t>(tokens.size()), logits.values.data()));
   return logits;
 }
 
@@ -146,10 +145,9 @@ int run_quant(const std::string& bf16, const std::string& q8_0, const std::strin
     }
     const Comparison& c = *comparison;
     const double agreement = static_cast<double>(c.argmax_equal) / static_cast<double>(c.positions);
-    report(c.worst_nmse <= bound.max_nmse && agreement >= bound.min_agreement,
-           std::string(bound.name) + " vs bf16",
-           describe(c) + " (bounds: NMSE " + scientific(bound.max_nmse) + ", agreement >= " +
-               scientific(bound.min_agreement) + ")");
+    report(c.worst_nmse <= bound.max_nmse && agreement >= bound.min_agreement, std::string(bound.name) + " vs bf16",
+           describe(c) + " (bounds: NMSE " + scientific(bound.max_nmse) +
+               ", agreement >= " + scientific(bound.min_agreement) + ")");
   }
   return 0;
 }

@@ -35,8 +35,7 @@ Expected<Header> parse_header(const std::string& bytes, const std::string& path)
   }
   if (bytes.size() < 8 + length_bytes) return make_error(path + ": truncated header");
   size_t header_length = 0;
-  for (size_t i = 0; i < length_bytes; ++i)
-    header_length |= size_t{static_cast<uint8_t>(bytes[8 + i])} << (8 * i);
+  for (size_t i = 0; i < length_bytes; ++i) header_length |= size_t{static_cast<uint8_t>(bytes[8 + i])} << (8 * i);
   Header header;
   header.data_offset = 8 + length_bytes + header_length;
   if (header.data_offset > bytes.size()) return make_error(path + ": header runs past the end of the file");

@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
     argmax_equal += best_a == best_b;
   }
   const double nmse = error / norm;
-  std::printf("positions %u, NMSE %.3e (gate 5e-5), argmax equal at %u/%u positions\n", positions, nmse,
-              argmax_equal, positions);
+  std::printf("positions %u, NMSE %.3e (gate 5e-5), argmax equal at %u/%u positions\n", positions, nmse, argmax_equal,
+              positions);
   if (!(nmse <= 5e-5)) return fail("NMSE above 5e-5");
   // BF16 weights may flip a near-tie; more than one flip means a real difference.
   if (argmax_equal + 1 < positions) return fail("argmax differs at more than one position");

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "gate_report.h"
 #include "core/files.h"
 #include "format/safetensors.h"
+#include "gate_report.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
@@ -240,8 +240,8 @@ void gate_gradients(const Tools& tools, const GateConfig& gc, const ParameterLay
   report(same, gc.label + " recompute_blocks", same ? "loss and gradients bitwise equal" : "results differ");
 }
 
-void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayout& layout,
-                   std::vector<float> params, const fs::path& dir) {
+void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayout& layout, std::vector<float> params,
+                   const fs::path& dir) {
   constexpr uint32_t kSteps = 20, kMicroBatches = 2, kWarmup = 3;
   // AdamW's first updates of an element whose gradient is near eps (1e-8) depend on that
   // gradient's last bits, and float32 gradients carry errors of ~1e-6 of their tensor's largest

@@ -36,7 +36,7 @@ using kipp::Expected;
 using kipp::SpecialTokens;
 using kipp::Tokenizer;
 
-constexpr uint32_t kVocabSize = 151936;  // Qwen3's embedding rows
+constexpr uint32_t kVocabSize = 151936;   // Qwen3's embedding rows
 constexpr uint32_t kBosTokenId = 151643;  // <|endoftext|>
 constexpr uint32_t kEosTokenId = 151645;  // <|im_end|>
 constexpr size_t kMinGoldens = 300;
@@ -124,9 +124,9 @@ Expected<std::vector<Golden>> load_goldens(const std::string& path) {
 // NFC by utf8proc, with an explicit length (the corpus holds U+0000).
 Expected<std::string> nfc(const std::string& text) {
   utf8proc_uint8_t* out = nullptr;
-  const auto length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                   static_cast<utf8proc_ssize_t>(text.size()), &out,
-                                   static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const auto length =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (length < 0) return kipp::make_error(std::string("utf8proc: ") + utf8proc_errmsg(length));
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(length));
   std::free(out);

@@ -33,7 +33,7 @@ constexpr size_t kPackRowsPerPiece = 4096;
 // with the model tensor it is prepared from.
 enum Projection : size_t { kQ, kK, kV, kO, kGate, kUp, kDown, kNumProjections };
 constexpr TensorView LayerWeights::*kProjectionTensors[kNumProjections] = {
-    &LayerWeights::attn_q, &LayerWeights::attn_k,  &LayerWeights::attn_v,  &LayerWeights::attn_output,
+    &LayerWeights::attn_q,   &LayerWeights::attn_k, &LayerWeights::attn_v,  &LayerWeights::attn_output,
     &LayerWeights::ffn_gate, &LayerWeights::ffn_up, &LayerWeights::ffn_down};
 
 struct PreparedLayer {
@@ -168,8 +168,7 @@ class CpuBackend final : public Backend {
     const PreparedLayer& layer = layers_[l];
     const size_t n = rows.size(), hidden = config_.hidden_size;
     for_each_row(n, [&](size_t r) { rms_norm_row(x_, layer.attn_norm, xn_, hidden, r); });
-    matmuls(xn_, n, hidden,
-            {{&layer.projections[kQ], q_}, {&layer.projections[kK], k_}, {&layer.projections[kV], v_}});
+    matmuls(xn_, n, hidden, {{&layer.projections[kQ], q_}, {&layer.projections[kK], k_}, {&layer.projections[kV], v_}});
     for_each_row(n, [&](size_t r) {
       norm_and_rope_qk(layer, r);
       store_kv(l, item_blocks[rows[r].item], rows[r].position, r);
@@ -233,8 +232,8 @@ class CpuBackend final : public Backend {
     const auto tile_of = [&](size_t item) -> const AttentionTile& { return tiles_[item / kv_heads]; };
     const auto view_of = [&](size_t item) {
       const size_t g = item % kv_heads;
-      return kernels::KvLayerView{item_blocks[rows[tile_of(item).first_row].item].data(), kv_layout_.k(l, g),
-                                  kv_layout_.v(l, g), 1, hd, hd};
+      return kernels::KvLayerView{
+          item_blocks[rows[tile_of(item).first_row].item].data(), kv_layout_.k(l, g), kv_layout_.v(l, g), 1, hd, hd};
     };
     deal_round_robin(
         tiles_.size() * kv_heads,
@@ -379,8 +378,8 @@ class CpuBackend final : public Backend {
   // does not double. A tied BF16 head, packed, serves the embedding's lookups too.
   Status pack_weights() {
     if (kernels_.packs_weights == nullptr) return ok_status();
-    const bool tied = embedding_.data == head_.data && embedding_.type == head_.type &&
-                      embedding_.rows == head_.rows && embedding_.cols == head_.cols;
+    const bool tied = embedding_.data == head_.data && embedding_.type == head_.type && embedding_.rows == head_.rows &&
+                      embedding_.cols == head_.cols;
     std::vector<WeightMatrix*> matrices;
     if (kernels_.packs_weights(head_)) matrices.push_back(&head_);
     for (PreparedLayer& layer : layers_)
@@ -424,15 +423,27 @@ class CpuBackend final : public Backend {
     attention_scratch_floats_ = kernels::ref::attention_scratch_floats(
         config_.context_length, kAttentionTileRows, config_.num_heads / config_.num_kv_heads, config_.head_dim);
     tiles_.reserve(s);
-    const size_t sizes[] = {s * hidden, s * hidden, s * qw, s * kvw, s * kvw, s * qw,  s * hidden,
-                            s * ffn,    s * ffn,    s * half, s * half, attention_scratch_floats_ * pool_.size(),
-                            kLogitRowsPerPass * hidden, kLogitRowsPerPass * size_t{config_.vocab_size}};
+    const size_t sizes[] = {s * hidden,
+                            s * hidden,
+                            s * qw,
+                            s * kvw,
+                            s * kvw,
+                            s * qw,
+                            s * hidden,
+                            s * ffn,
+                            s * ffn,
+                            s * half,
+                            s * half,
+                            attention_scratch_floats_ * pool_.size(),
+                            kLogitRowsPerPass * hidden,
+                            kLogitRowsPerPass * size_t{config_.vocab_size}};
     size_t total = 0;
     for (size_t size : sizes) total += size;
     scratch_.assign(total, 0.0f);
     float* next = scratch_.data();
-    float** targets[] = {&x_,   &xn_,  &q_,   &k_,     &v_,      &attn_,        &proj_,       &gate_,
-                         &up_,  &cos_, &sin_, &attention_scratch_, &logit_inputs_, &logits_};
+    float** targets[] = {
+        &x_,     &xn_, &q_, &k_, &v_, &attn_, &proj_, &gate_, &up_, &cos_, &sin_, &attention_scratch_, &logit_inputs_,
+        &logits_};
     for (size_t i = 0; i < std::size(sizes); ++i) {
       *targets[i] = next;
       next += sizes[i];
@@ -459,12 +470,12 @@ class CpuBackend final : public Backend {
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;
   size_t attention_scratch_floats_ = 0;  // per thread
-  std::vector<AttentionTile> tiles_;      // of the current step (capacity: one per row)
-  std::vector<float> prepared_;  // the prepared input of the products being computed
+  std::vector<AttentionTile> tiles_;     // of the current step (capacity: one per row)
+  std::vector<float> prepared_;          // the prepared input of the products being computed
   ActivationObserver* observer_ = nullptr;
-  float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr,
-        *proj_ = nullptr, *gate_ = nullptr, *up_ = nullptr, *cos_ = nullptr, *sin_ = nullptr,
-        *attention_scratch_ = nullptr, *logit_inputs_ = nullptr, *logits_ = nullptr;
+  float *x_ = nullptr, *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *attn_ = nullptr, *proj_ = nullptr,
+        *gate_ = nullptr, *up_ = nullptr, *cos_ = nullptr, *sin_ = nullptr, *attention_scratch_ = nullptr,
+        *logit_inputs_ = nullptr, *logits_ = nullptr;
 };
 
 }  // namespace

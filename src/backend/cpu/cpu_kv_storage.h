@@ -44,9 +44,7 @@ class CpuKvStorage final : public KvStorage {
         data_(std::make_unique_for_overwrite<uint16_t[]>(num_blocks * block_elements)) {}
   uint32_t num_blocks() const override { return num_blocks_; }
   uint64_t bytes() const override { return uint64_t{num_blocks_} * block_elements_ * sizeof(uint16_t); }
-  void copy_block(uint32_t from, uint32_t to) override {
-    std::copy_n(block(from), block_elements_, block(to));
-  }
+  void copy_block(uint32_t from, uint32_t to) override { std::copy_n(block(from), block_elements_, block(to)); }
   uint16_t* block(uint32_t index) { return data_.get() + size_t{index} * block_elements_; }
 
  private:

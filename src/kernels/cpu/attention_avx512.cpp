@@ -27,8 +27,8 @@ KIPP_AVX512 inline __m512 exp_nonpositive(__m512 x) {
   const __m512 clamped = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(clamped, _mm512_set1_ps(1.44269504f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f),
-                                   _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped));
+  const __m512 r =
+      _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), clamped));
   __m512 p = _mm512_set1_ps(1.9875691500e-4f);
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
@@ -40,7 +40,6 @@ KIPP_AVX512 inline __m512 exp_nonpositive(__m512 x) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_LT_OQ), result, _mm512_setzero_ps());
 }
 
-
 // Vector order: a K or V row, and a query and its output while in flight, hold each 32
 // elements as two vectors, their 16 even elements then their 16 odd ones. Then one 64-byte
 // load of BF16 widens to FP32 with one shift (even) or one mask (odd) per 16 elements, where
@@ -48,8 +47,9 @@ KIPP_AVX512 inline __m512 exp_nonpositive(__m512 x) {
 // per tile and outputs back in order at the end.
 KIPP_AVX512 inline __m512 widen_bf16(const uint16_t* pair, size_t vector) {
   const __m512i bits = _mm512_loadu_si512(pair + (vector / 2) * 32);
-  return _mm512_castsi512_ps(vector % 2 == 0 ? _mm512_slli_epi32(bits, 16)
-                                             : _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  return _mm512_castsi512_ps(vector % 2 == 0
+                                 ? _mm512_slli_epi32(bits, 16)
+                                 : _mm512_and_si512(bits, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
 // The query at `natural` (Chunks * 16 floats in order) in the vector order above.
@@ -136,7 +136,7 @@ KIPP_AVX512 inline __m512 scores16(const __m512 (&query)[Chunks], const Block& k
   __m512 partial[16];
 #pragma GCC unroll 16
   for (size_t j = 0; j < 16; ++j) partial[j] = _mm512_mul_ps(query[0], keys.load(first + j, 0));
-  // Vector by vector across the 16 keys, so 16 independent sums are in flight.
+    // Vector by vector across the 16 keys, so 16 independent sums are in flight.
 #pragma GCC unroll 16
   for (size_t c = 1; c < Chunks; ++c)
 #pragma GCC unroll 16
@@ -220,9 +220,16 @@ struct Tile {
   float* split_queries;  // per query: its values in the vector order
 
   Tile(size_t row_count, size_t group_size, float* output, size_t output_stride, float* scratch)
-      : rows(row_count), group(group_size), out(output), out_stride(output_stride), keys(scratch),
-        values(keys + kBlock * kHeadDim), state(values + kBlock * kHeadDim), scores(state + 2 * queries()),
-        keep(scores + kBlock * queries()), split_queries(keep + queries()) {}
+      : rows(row_count),
+        group(group_size),
+        out(output),
+        out_stride(output_stride),
+        keys(scratch),
+        values(keys + kBlock * kHeadDim),
+        state(values + kBlock * kHeadDim),
+        scores(state + 2 * queries()),
+        keep(scores + kBlock * queries()),
+        split_queries(keep + queries()) {}
   size_t queries() const { return rows * group; }
   float* result_of(size_t i) const { return out + (i / group) * out_stride + (i % group) * kHeadDim; }
 };
@@ -302,8 +309,9 @@ KIPP_AVX512_STEP void score_block(const Tile<Chunks>& tile, const BlockSpan& spa
         float* pair_scores = row_scores + pair * kBlock;
         _mm512_storeu_ps(pair_scores, _mm512_mask_blend_ps(low, minus_infinity,
                                                            _mm512_mul_ps(_mm512_loadu_ps(pair_scores), scale_v)));
-        _mm512_storeu_ps(pair_scores + 16, _mm512_mask_blend_ps(high, minus_infinity,
-                                                                _mm512_mul_ps(_mm512_loadu_ps(pair_scores + 16), scale_v)));
+        _mm512_storeu_ps(
+            pair_scores + 16,
+            _mm512_mask_blend_ps(high, minus_infinity, _mm512_mul_ps(_mm512_loadu_ps(pair_scores + 16), scale_v)));
       }
     }
   }
@@ -388,12 +396,16 @@ KIPP_AVX512 void attention_tile(const float* q, size_t q_stride, size_t rows, si
     const StoredBlock stored_values{block + kv.v_offset, kv.position_stride, count};
     if constexpr (Widen) widen_block(tile, stored_keys, stored_values);
     const auto key_block = [&] {
-      if constexpr (Widen) return WidenedBlock{tile.keys, kHeadDim};
-      else return stored_keys;
+      if constexpr (Widen)
+        return WidenedBlock{tile.keys, kHeadDim};
+      else
+        return stored_keys;
     }();
     const auto value_block = [&] {
-      if constexpr (Widen) return WidenedBlock{tile.values, kHeadDim};
-      else return stored_values;
+      if constexpr (Widen)
+        return WidenedBlock{tile.values, kHeadDim};
+      else
+        return stored_values;
     }();
     // Three passes over the tile's queries, each a loop of independent iterations the core
     // can overlap: the block's scores, the softmax update, the weighted sum of the values.
@@ -417,7 +429,7 @@ void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_p
   const bool widen = rows * group > 2;
   const auto run = [&]<size_t Chunks>() {
     (widen ? attention_tile<Chunks, true> : attention_tile<Chunks, false>)(q, q_stride, rows, first_position, group, kv,
-                                                                          scale, scratch, out, out_stride);
+                                                                           scale, scratch, out, out_stride);
   };
   switch (kv.head_dim) {
     case 32:

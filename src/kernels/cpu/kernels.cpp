@@ -16,30 +16,30 @@ namespace {
 // FP32 activations into every product, whatever the weight type.
 InputFormat f32_inputs(GgmlType) { return InputFormat::F32; }
 
-constexpr KernelTable kReference{"reference",     &f32_inputs,       &ref::dequantize_row, &ref::prepare_rows,
-                                 &ref::matmul,    &ref::rms_norm,    &ref::rope_angles,    &ref::rope,
-                                 &ref::attention_rows, &ref::swiglu, &ref::add,            &ref::store_bf16};
+constexpr KernelTable kReference{
+    "reference",       &f32_inputs, &ref::dequantize_row, &ref::prepare_rows, &ref::matmul, &ref::rms_norm,
+    &ref::rope_angles, &ref::rope,  &ref::attention_rows, &ref::swiglu,       &ref::add,    &ref::store_bf16};
 
 // Highway's best target for this CPU for everything.
-constexpr KernelTable kPortable{"portable", &input_format,          &ref::dequantize_row, &portable::prepare_rows,
-                                &portable::matmul,   &portable::rms_norm,  &ref::rope_angles,
-                                &portable::rope,     &portable::attention_rows, &portable::swiglu,
-                                &portable::add,      &portable::store_bf16};
+constexpr KernelTable kPortable{
+    "portable",          &input_format,        &ref::dequantize_row, &portable::prepare_rows,   &portable::matmul,
+    &portable::rms_norm, &ref::rope_angles,    &portable::rope,      &portable::attention_rows, &portable::swiglu,
+    &portable::add,      &portable::store_bf16};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
-constexpr KernelTable kAvx512{"avx512-bf16-vnni", &input_format,  &avx512::dequantize_row, &portable::prepare_rows,
-                              &avx512::matmul,     &portable::rms_norm,  &ref::rope_angles,
-                              &portable::rope,     &avx512::attention_rows, &portable::swiglu,
-                              &portable::add,      &portable::store_bf16, &avx512::packs_weights,
-                              &avx512::pack_weights};
+constexpr KernelTable kAvx512{
+    "avx512-bf16-vnni",  &input_format,         &avx512::dequantize_row, &portable::prepare_rows, &avx512::matmul,
+    &portable::rms_norm, &ref::rope_angles,     &portable::rope,         &avx512::attention_rows, &portable::swiglu,
+    &portable::add,      &portable::store_bf16, &avx512::packs_weights,  &avx512::pack_weights};
 
 // The AVX-512 table (the same packed weights) with BF16 products, and quantized ones of 9 rows
 // or more, on AMX tiles.
-constexpr KernelTable kAmx{"avx512-amx-bf16", &input_format,   &avx512::dequantize_row, &portable::prepare_rows,
-                           &amx::matmul,        &portable::rms_norm,  &ref::rope_angles,
-                           &portable::rope,     &avx512::attention_rows, &portable::swiglu,
-                           &portable::add,      &portable::store_bf16, &avx512::packs_weights,
-                           &avx512::pack_weights, true,               &amx::int8_tiles_for_rows};
+constexpr KernelTable kAmx{"avx512-amx-bf16",        &input_format,         &avx512::dequantize_row,
+                           &portable::prepare_rows,  &amx::matmul,          &portable::rms_norm,
+                           &ref::rope_angles,        &portable::rope,       &avx512::attention_rows,
+                           &portable::swiglu,        &portable::add,        &portable::store_bf16,
+                           &avx512::packs_weights,   &avx512::pack_weights, true,
+                           &amx::int8_tiles_for_rows};
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};
@@ -62,7 +62,7 @@ const KernelTable* find_kernel_table(std::string_view name) {
 }
 
 const KernelTable& cpu_kernels() {
-  static const KernelTable& chosen = [] () -> const KernelTable& {
+  static const KernelTable& chosen = []() -> const KernelTable& {
     if (const char* wanted = std::getenv("KIPP_KERNELS"))
       if (const KernelTable* table = find_kernel_table(wanted)) return *table;
     return *available_kernel_tables().back();

@@ -22,9 +22,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 constexpr size_t kLineBytes = 64;
 
@@ -38,8 +36,7 @@ __attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint8_t* data
   size_t i = 0;
   for (; i + 8 <= lines; i += 8) {
 #pragma GCC unroll 8
-    for (size_t j = 0; j < 8; ++j)
-      acc[j] = _mm512_add_epi64(acc[j], _mm512_load_si512(data + (i + j) * kLineBytes));
+    for (size_t j = 0; j < 8; ++j) acc[j] = _mm512_add_epi64(acc[j], _mm512_load_si512(data + (i + j) * kLineBytes));
   }
   for (; i < lines; ++i) acc[0] = _mm512_add_epi64(acc[0], _mm512_load_si512(data + i * kLineBytes));
   __m512i total = _mm512_setzero_si512();
@@ -284,7 +281,8 @@ PeakRate measure(ThreadPool& pool, const Probe& probe, double seconds) {
     calibration = time_on_all_threads(pool, probe, iterations, sinks);
   }
   constexpr int kRuns = 5;
-  iterations = std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(iterations) * seconds / kRuns / calibration));
+  iterations =
+      std::max<uint64_t>(1, static_cast<uint64_t>(static_cast<double>(iterations) * seconds / kRuns / calibration));
   double best = 0;
   for (int run = 0; run < kRuns; ++run) {
     const double elapsed = time_on_all_threads(pool, probe, iterations, sinks);
@@ -320,7 +318,8 @@ Expected<std::unique_ptr<BandwidthProbe>> BandwidthProbe::create(uint32_t thread
   if (lines == 0) return make_error("read_bandwidth: the buffer must hold at least one 64-byte line");
   // On huge pages like the packed weights: the probe reads memory the best way the engine could.
   LargeBuffer data = allocate_large_buffer(lines * kLineBytes);
-  if (data == nullptr) return make_error("read_bandwidth: cannot allocate " + std::to_string(lines * kLineBytes) + " bytes");
+  if (data == nullptr)
+    return make_error("read_bandwidth: cannot allocate " + std::to_string(lines * kLineBytes) + " bytes");
   auto state = std::make_unique<State>(std::move(data), lines, threads);
   // Each thread first writes the part it later reads (page faults here, not in the timing).
   State& s = *state;
@@ -388,11 +387,16 @@ Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes, uint3
 
 std::string_view multiply_add_kind_name(MultiplyAddKind kind) {
   switch (kind) {
-    case MultiplyAddKind::Fp32Fma: return "fp32_fma";
-    case MultiplyAddKind::Bf16Dot: return "bf16_dot";
-    case MultiplyAddKind::Int8Dot: return "int8_dot";
-    case MultiplyAddKind::AmxBf16: return "amx_bf16";
-    case MultiplyAddKind::AmxInt8: return "amx_int8";
+    case MultiplyAddKind::Fp32Fma:
+      return "fp32_fma";
+    case MultiplyAddKind::Bf16Dot:
+      return "bf16_dot";
+    case MultiplyAddKind::Int8Dot:
+      return "int8_dot";
+    case MultiplyAddKind::AmxBf16:
+      return "amx_bf16";
+    case MultiplyAddKind::AmxInt8:
+      return "amx_int8";
   }
   return "unknown";
 }

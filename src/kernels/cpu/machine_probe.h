@@ -68,7 +68,7 @@ std::string_view multiply_add_kind_name(MultiplyAddKind kind);
 
 struct PeakRate {
   MultiplyAddKind kind = MultiplyAddKind::Fp32Fma;
-  std::string instruction;  // e.g. "vfmadd231ps zmm"
+  std::string instruction;              // e.g. "vfmadd231ps zmm"
   double multiply_adds_per_second = 0;  // summed over all threads
   double flops_per_second() const { return 2 * multiply_adds_per_second; }
 };

@@ -41,11 +41,11 @@ constexpr int kTileDataFeature = 18;
 
 // A tile product's operands: up to two groups of 16 input rows and two panels of 16 outputs.
 struct Operands {
-  const uint16_t* rows[2];   // each group's first row, column 0
+  const uint16_t* rows[2];  // each group's first row, column 0
   size_t row_stride_bytes[2];
   size_t block_elements;      // from one block of a group's inputs to the next
   const uint16_t* panels[2];  // each panel's first tile
-  float* out[2][2];          // [group][panel]: where the 16 x 16 results go
+  float* out[2][2];           // [group][panel]: where the 16 x 16 results go
   size_t out_stride_bytes[2];
   size_t blocks;
 };
@@ -63,9 +63,9 @@ KIPP_AMX void tile_products(const Operands& op) {
         for (size_t i = 0; i < (TwoPanels ? 2 : 1); ++i)
 #pragma GCC unroll 16
           for (size_t line = 0; line < kTileBytes / 64; ++line)
-            _mm_prefetch(reinterpret_cast<const char*>(op.panels[i] + (b + kFetchAheadBlocks) * (kTileBytes / 2)) +
-                             line * 64,
-                         _MM_HINT_T1);
+            _mm_prefetch(
+                reinterpret_cast<const char*>(op.panels[i] + (b + kFetchAheadBlocks) * (kTileBytes / 2)) + line * 64,
+                _MM_HINT_T1);
     _tile_loadd(4, op.rows[0] + b * op.block_elements, op.row_stride_bytes[0]);
     if constexpr (TwoGroups) _tile_loadd(5, op.rows[1] + b * op.block_elements, op.row_stride_bytes[1]);
     _tile_loadd(6, op.panels[0] + b * (kTileBytes / 2), 64);
@@ -119,8 +119,9 @@ class InputTiles {
     if (tiles_.size() < groups * blocks * kTileBytes / 2) tiles_.resize(groups * blocks * kTileBytes / 2);
     for (size_t r = 0; r < in.rows; ++r)
       for (size_t b = 0; b < blocks; ++b)
-        std::copy_n(in.bf16 + r * in.cols + b * kBlockColumns, kBlockColumns,
-                    tiles_.begin() + ((r / kTileRows) * blocks + b) * (kTileBytes / 2) + (r % kTileRows) * kBlockColumns);
+        std::copy_n(
+            in.bf16 + r * in.cols + b * kBlockColumns, kBlockColumns,
+            tiles_.begin() + ((r / kTileRows) * blocks + b) * (kTileBytes / 2) + (r % kTileRows) * kBlockColumns);
     return tiles_.data();
   }
 
@@ -198,8 +199,8 @@ bool cpu_has_amx_bf16() {
 }  // namespace
 
 bool supported() {
-  static const bool usable = avx512::supported() && cpu_has_amx_bf16() &&
-                             syscall(SYS_arch_prctl, kRequestPermission, kTileDataFeature) == 0;
+  static const bool usable =
+      avx512::supported() && cpu_has_amx_bf16() && syscall(SYS_arch_prctl, kRequestPermission, kTileDataFeature) == 0;
   return usable;
 }
 

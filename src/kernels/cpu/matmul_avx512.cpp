@@ -34,14 +34,13 @@ constexpr size_t kPrefillOutputsPerBlock = 32;
 
 struct Tile {
   const PreparedInput* in;
-  size_t row;  // first input row
-  const uint8_t* weights;  // first weight row
+  size_t row;                   // first input row
+  const uint8_t* weights;       // first weight row
   const uint8_t* next_weights;  // the rows to fetch ahead, as many as the tile's
   size_t row_bytes;
   float* out;  // out for (row, first weight row)
   size_t out_stride;
 };
-
 
 template <int R, int C>
 KIPP_AVX512 inline void clear(__m512 (&acc)[R][C]) {
@@ -70,9 +69,8 @@ KIPP_AVX512 inline void store_reduced(const __m512 (&acc)[R][C], float* out, siz
 template <int R, int C, bool Prefetch, bool Masked>
 KIPP_AVX512 inline void bf16_step(__m512 (&acc)[R][C], const Tile& t, const uint16_t* x, size_t cols, size_t i,
                                   __mmask32 mask) {
-  const auto load = [mask](const void* p) KIPP_AVX512 {
-    return Masked ? _mm512_maskz_loadu_epi16(mask, p) : _mm512_loadu_si512(p);
-  };
+  const auto load = [mask](const void* p)
+                        KIPP_AVX512 { return Masked ? _mm512_maskz_loadu_epi16(mask, p) : _mm512_loadu_si512(p); };
   __m512bh w[C];
 #pragma GCC unroll 8
   for (int c = 0; c < C; ++c) {
@@ -144,8 +142,13 @@ void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, siz
       const bool fetch = row == 0 || row + rows == in.rows;
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);
-        const Tile tile{&in, row, w.data + o * w.row_bytes, w.data + (o + per_block) * w.row_bytes, w.row_bytes,
-                        out + row * out_stride + o, out_stride};
+        const Tile tile{&in,
+                        row,
+                        w.data + o * w.row_bytes,
+                        w.data + (o + per_block) * w.row_bytes,
+                        w.row_bytes,
+                        out + row * out_stride + o,
+                        out_stride};
         table.fns[fetch ? 1 : 0][rows - 1][outputs - 1](tile);
       }
       row += rows;

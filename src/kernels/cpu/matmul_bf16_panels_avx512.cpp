@@ -119,8 +119,8 @@ class BlockMajorInput {
     if (values_.size() < in.rows * in.cols) values_.resize(in.rows * in.cols);
     for (size_t r = 0; r < in.rows; ++r)
       for (size_t b = 0; b < blocks; ++b)
-        std::memcpy(values_.data() + (b * in.rows + r) * kBf16BlockColumns, in.bf16 + r * in.cols + b * kBf16BlockColumns,
-                    kBf16BlockColumns * sizeof(uint16_t));
+        std::memcpy(values_.data() + (b * in.rows + r) * kBf16BlockColumns,
+                    in.bf16 + r * in.cols + b * kBf16BlockColumns, kBf16BlockColumns * sizeof(uint16_t));
     return values_.data();
   }
   static size_t block_stride(const PreparedInput& in) { return in.rows * kBf16BlockColumns; }

@@ -130,8 +130,8 @@ KIPP_AMX_INT8 inline void finish_block(__m512 (&acc)[M], const uint8_t* block, c
 
 // M input rows from `row` times one stored panel, block by block.
 template <int M, bool Affine>
-KIPP_AMX_INT8 void panel_rows(const uint8_t* panel, const PreparedInput& in, size_t row, float* out,
-                              size_t out_stride, bool fetch_ahead) {
+KIPP_AMX_INT8 void panel_rows(const uint8_t* panel, const PreparedInput& in, size_t row, float* out, size_t out_stride,
+                              bool fetch_ahead) {
   constexpr avx512::StoredPanelBlock layout = avx512::stored_panel_block(Affine);
   const size_t cols = in.cols, blocks = cols / kBlockColumns;
   const int8_t* x = in.q8 + row * cols;

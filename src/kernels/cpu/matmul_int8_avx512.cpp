@@ -63,9 +63,9 @@ KIPP_AVX512 inline __m512i codes_pair(const uint8_t* low_row, const uint8_t* hig
   }
   // Byte i holds code i (low nibble) and code i + 16 (high nibble): each row's 16 bytes go to two
   // 128-bit lanes, shifted by 0 and 4.
-  const __m512i spread = _mm512_mask_broadcast_i32x4(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low_row))), 0xFF00,
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(high_row)));
+  const __m512i spread =
+      _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(low_row))),
+                                  0xFF00, _mm_loadu_si128(reinterpret_cast<const __m128i*>(high_row)));
   const __m512i nibble = _mm512_set1_epi8(0x0F);
   return _mm512_mask_blend_epi64(0xCC, _mm512_and_si512(spread, nibble),
                                  _mm512_and_si512(_mm512_srli_epi16(spread, 4), nibble));
@@ -129,7 +129,8 @@ KIPP_AVX512 void pack_panel(const WeightMatrix& w, size_t first, size_t count, b
     const __m512i heads =
         _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), present, row_offsets, w.data + first * w.row_bytes + at, 1);
     _mm512_store_ps(panel.scales.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(heads)));
-    if (affine) _mm512_store_ps(panel.mins.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
+    if (affine)
+      _mm512_store_ps(panel.mins.data() + b, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(heads, 16))));
   }
 }
 
@@ -245,8 +246,8 @@ struct StoredPanels {
 // integer sum of a block, then sum += (d_w * d_x) * float(block sum) [+ min * scaled code sum],
 // blocks in order.
 template <int R, int P, bool Affine, typename Source>
-KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t blocks, float* out,
-                            size_t out_stride, const __mmask16* store) {
+KIPP_AVX512 void panel_rows(const Source& panels, const uint8_t* records, size_t blocks, float* out, size_t out_stride,
+                            const __mmask16* store) {
   constexpr RecordLayout kLayout{static_cast<size_t>(R)};
   __m512 acc[R][P];
 #pragma GCC unroll 8

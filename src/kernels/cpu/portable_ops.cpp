@@ -8,11 +8,14 @@
 #include "format/quant.h"
 #include "kernels/ref/q8_rows.h"
 
+// Highway needs this order: the target list, then highway.h, then its -inl headers.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/portable_ops.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace kipp::kernels::HWY_NAMESPACE {
@@ -33,8 +36,8 @@ void PrepareBf16(const float* x, size_t rows, size_t x_stride, size_t cols, uint
 // ref::quantize_q8_rows in vectors (the compiler leaves its fmax/fmin calls scalar): the
 // maximum is exact in any order, each code is the same product rounded to nearest even, and
 // NaN inputs get the reference's answers (ignored by the maximum, code -127).
-void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t* codes, float* scales,
-               int32_t* sums, float* scaled_sums) {
+void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t* codes, float* scales, int32_t* sums,
+               float* scaled_sums) {
   const FloatTag d;
   const hn::RebindToSigned<FloatTag> di;
   const hn::Rebind<int8_t, FloatTag> d8;
@@ -56,8 +59,8 @@ void PrepareQ8(const float* x, size_t rows, size_t x_stride, size_t cols, int8_t
       auto sum_lanes = hn::Zero(di);
       for (size_t i = 0; i < kInputBlock; i += lanes) {
         const auto scaled = hn::Round(hn::Mul(hn::LoadU(d, values + i), inverse));
-        const auto code = hn::ConvertTo(di, hn::IfThenElse(hn::IsNaN(scaled), lowest,
-                                                           hn::Min(highest, hn::Max(lowest, scaled))));
+        const auto code =
+            hn::ConvertTo(di, hn::IfThenElse(hn::IsNaN(scaled), lowest, hn::Min(highest, hn::Max(lowest, scaled))));
         sum_lanes = hn::Add(sum_lanes, code);
         hn::StoreU(hn::DemoteTo(d8, code), d8, q + i);
       }
@@ -123,8 +126,7 @@ void Matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t o
 }
 
 void RmsNorm(const float* x, const float* weight, float* out, size_t n, float eps) {
-  const float inverse_rms =
-      1.0f / std::sqrt(DotF32(x, x, n) / static_cast<float>(n) + eps);
+  const float inverse_rms = 1.0f / std::sqrt(DotF32(x, x, n) / static_cast<float>(n) + eps);
   const FloatTag d;
   const size_t lanes = hn::Lanes(d);
   const auto scale = hn::Set(d, inverse_rms);
@@ -271,8 +273,9 @@ void prepare_rows(const PreparedInput& in, size_t first, size_t count) {
   if (in.format == InputFormat::BF16) {
     HWY_DYNAMIC_DISPATCH(PrepareBf16)(x, count, in.f32_stride, cols, in.bf16 + first * cols);
   } else if (in.format == InputFormat::Q8) {
-    HWY_DYNAMIC_DISPATCH(PrepareQ8)(x, count, in.f32_stride, cols, in.q8 + first * cols, in.q8_scale + first * blocks,
-                                    in.q8_sum + first * blocks, in.q8_scaled_sum + first * blocks);
+    HWY_DYNAMIC_DISPATCH(PrepareQ8)
+    (x, count, in.f32_stride, cols, in.q8 + first * cols, in.q8_scale + first * blocks, in.q8_sum + first * blocks,
+     in.q8_scaled_sum + first * blocks);
   }
 }
 

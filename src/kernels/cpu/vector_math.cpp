@@ -5,11 +5,14 @@
 #include <cstddef>
 #include <cstdint>
 
+// Highway needs this order: the target list, then highway.h, then its -inl headers.
+// clang-format off
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/vector_math.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+// clang-format on
 
 HWY_BEFORE_NAMESPACE();
 namespace kipp::kernels::HWY_NAMESPACE {
@@ -80,7 +83,9 @@ MaxScan scan_max(std::span<const float> x) {
   return scan;
 }
 
-double sum_exp(std::span<const float> x, float shift) { return HWY_DYNAMIC_DISPATCH(SumExp)(x.data(), x.size(), shift); }
+double sum_exp(std::span<const float> x, float shift) {
+  return HWY_DYNAMIC_DISPATCH(SumExp)(x.data(), x.size(), shift);
+}
 
 }  // namespace kipp::kernels
 #endif  // HWY_ONCE

@@ -167,8 +167,8 @@ void softmax(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= inverse_sum;
 }
 
-void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale,
-               float* scores, float* out) {
+void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
+               float* out) {
   const size_t group = heads / kv.kv_heads;
   const size_t kv_width = kv.position_stride;
   for (size_t h = 0; h < heads; ++h) {

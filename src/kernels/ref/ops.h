@@ -54,8 +54,8 @@ void softmax(float* x, size_t n);
 // Causal grouped-query attention of one query position over K/V positions [0, length):
 // q and out are [heads][head_dim]; query head h reads kv head h / (heads / kv_heads).
 // `scores` holds `length` floats.
-void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale,
-               float* scores, float* out);
+void attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
+               float* out);
 
 // Causal attention of `rows` consecutive query positions [first_position, first_position +
 // rows) of one sequence, for the `group` query heads that share the one kv head `kv` views

@@ -114,7 +114,8 @@ TEST(ChatTemplate, FormatNamesRoundTrip) {
   EXPECT_EQ(chat_format_name(ChatFormat::Qwen3), "qwen3");
   auto unknown = parse_chat_format("vicuna");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.message(), "unknown chat format 'vicuna' (expected one of qwen3, chatml, llama2, llama3, mistral, alpaca)");
+  EXPECT_EQ(unknown.message(),
+            "unknown chat format 'vicuna' (expected one of qwen3, chatml, llama2, llama3, mistral, alpaca)");
 }
 
 TEST(ChatTemplate, ParsesOpenAiMessages) {
@@ -194,8 +195,9 @@ TEST(ChatTemplate, RecognizesTheRealQwen3Template) {
   for (size_t at; (at = no_switch.find("enable_thinking")) != std::string::npos;) no_switch.replace(at, 15, "x");
   EXPECT_FALSE(is_qwen3_chat_template(no_switch));
   EXPECT_FALSE(is_qwen3_chat_template(""));
-  EXPECT_FALSE(is_qwen3_chat_template(
-      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n'}}{% endfor %}"));
+  EXPECT_FALSE(
+      is_qwen3_chat_template("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+                             "message['content'] + '<|im_end|>\\n'}}{% endfor %}"));
 }
 
 }  // namespace

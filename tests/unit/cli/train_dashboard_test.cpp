@@ -87,11 +87,20 @@ struct FakeTerminal {
         const std::string parameter = bytes.substr(i + 2, j - i - 2);
         const int n = parameter.empty() ? 1 : std::stoi(parameter);
         switch (bytes[j]) {
-          case 'A': row = row >= size_t(n) ? row - size_t(n) : 0; break;
-          case 'J': line().resize(std::min(line().size(), column)); screen.resize(row + 1); break;
-          case 'K': line().resize(std::min(line().size(), column)); break;
-          case 'm': break;
-          default: ADD_FAILURE() << "unexpected escape " << parameter << bytes[j];
+          case 'A':
+            row = row >= size_t(n) ? row - size_t(n) : 0;
+            break;
+          case 'J':
+            line().resize(std::min(line().size(), column));
+            screen.resize(row + 1);
+            break;
+          case 'K':
+            line().resize(std::min(line().size(), column));
+            break;
+          case 'm':
+            break;
+          default:
+            ADD_FAILURE() << "unexpected escape " << parameter << bytes[j];
         }
         i = j;
       } else if (c == '\n') {
@@ -202,7 +211,7 @@ TEST(TrainDashboardFormat, HumanNumbers) {
 
 TEST(TrainDashboardFormat, WidthIgnoresEscapesAndCountsCodePoints) {
   EXPECT_EQ(display_width("\x1b[1mabc\x1b[0m"), 3u);
-  EXPECT_EQ(display_width("h\xc3\xa9llo"), 5u);  // é is two bytes, one column
+  EXPECT_EQ(display_width("h\xc3\xa9llo"), 5u);                             // é is two bytes, one column
   EXPECT_EQ(fit_to_width("\x1b[1mabcdef\x1b[0m", 3), "\x1b[1mabc\x1b[0m");  // the reset survives
   EXPECT_EQ(fit_to_width("h\xc3\xa9llo", 2), "h\xc3\xa9");
   EXPECT_EQ(fit_to_width("abc", 10), "abc");
@@ -278,10 +287,26 @@ TEST(TrainDashboardTerminal, PanelShowsEveryField) {
   d.on_step(step_report(120));
   std::string panel;
   for (const auto& line : d.panel_lines(100)) panel += line + "\n";
-  for (const char* field : {"kipp train", "tiny", "runs/tiny", "step 120/600", "[", "20.0%", "epoch 0", "loss 4.1230",
-                            "avg 4.2010", "val 4.4000 (ppl 81.5)", "best 4.3100 (ppl 74.4) @ 100", "lr 9.50e-04",
-                            "gnorm 0.830", "2,150 tok/s", "245,760 tokens", "skipped 0", "cpu 196% (16 hw threads)",
-                            "rss 412 MiB (peak 530 MiB)", "elapsed 00:56", "ETA 03:44"}) {
+  for (const char* field : {"kipp train",
+                            "tiny",
+                            "runs/tiny",
+                            "step 120/600",
+                            "[",
+                            "20.0%",
+                            "epoch 0",
+                            "loss 4.1230",
+                            "avg 4.2010",
+                            "val 4.4000 (ppl 81.5)",
+                            "best 4.3100 (ppl 74.4) @ 100",
+                            "lr 9.50e-04",
+                            "gnorm 0.830",
+                            "2,150 tok/s",
+                            "245,760 tokens",
+                            "skipped 0",
+                            "cpu 196% (16 hw threads)",
+                            "rss 412 MiB (peak 530 MiB)",
+                            "elapsed 00:56",
+                            "ETA 03:44"}) {
     EXPECT_NE(panel.find(field), std::string::npos) << field << " missing from\n" << panel;
   }
   EXPECT_EQ(panel.find("gpu"), std::string::npos);

@@ -35,13 +35,11 @@ bool is_bf16_nan(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u && (bits & 
 std::vector<float> sampled_floats() {
   std::vector<float> out;
   // 4093 is prime, so the stride visits every residue class of the low mantissa bits.
-  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 4093)
-    out.push_back(float_of(static_cast<uint32_t>(bits)));
-  for (float v :
-       {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
-        std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::infinity(),
-        -std::numeric_limits<float>::infinity(), 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e-8f,
-        2.9802322e-8f /* 2^-25 */, 5.9604645e-8f /* 2^-24 */, 6.097555e-5f /* largest f16 subnormal */}) {
+  for (uint64_t bits = 0; bits <= 0xffffffffull; bits += 4093) out.push_back(float_of(static_cast<uint32_t>(bits)));
+  for (float v : {0.0f, -0.0f, 1.0f, -1.0f, std::numeric_limits<float>::max(), std::numeric_limits<float>::min(),
+                  std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), 65504.0f, 65519.99f, 65520.0f, 65536.0f, 1e-8f,
+                  2.9802322e-8f /* 2^-25 */, 5.9604645e-8f /* 2^-24 */, 6.097555e-5f /* largest f16 subnormal */}) {
     out.push_back(v);
     out.push_back(-v);
   }
@@ -67,8 +65,7 @@ void expect_f32_to_f16_matches(float value) {
   const uint16_t oracle = oracle_f32_to_f16(value);
   if (is_f16_nan(oracle)) {
     EXPECT_TRUE(is_f16_nan(ours)) << std::hex << "input 0x" << bits_of(value) << " gave 0x" << ours;
-    EXPECT_EQ(ours & 0x8000u, (bits_of(value) >> 16) & 0x8000u)
-        << "NaN sign, input 0x" << std::hex << bits_of(value);
+    EXPECT_EQ(ours & 0x8000u, (bits_of(value) >> 16) & 0x8000u) << "NaN sign, input 0x" << std::hex << bits_of(value);
   } else {
     EXPECT_EQ(ours, oracle) << std::hex << "input 0x" << bits_of(value) << " (" << value << ")";
   }

@@ -181,8 +181,9 @@ TEST_F(DataPipeline, CorruptCacheIndexIsAClearError) {
   auto broken = cache_of(source);
   ASSERT_FALSE(broken.ok());
   EXPECT_TRUE(has_substr(broken.message(), "delete")) << broken.message();
-  write_file(cache->dir() + "/index.json",
-             R"({"version": 1, "content_hash": "x", "stats": {"files": 1, "records": 1, "malformed": 0, "all_masked": 0, "documents": 1,
+  write_file(
+      cache->dir() + "/index.json",
+      R"({"version": 1, "content_hash": "x", "stats": {"files": 1, "records": 1, "malformed": 0, "all_masked": 0, "documents": 1,
                  "tokens": 999, "counted": 999, "input_bytes": 5}, "shards": [{"file": "tokens-00000.bin", "tokens": 999}]})");
   broken = cache_of(source);
   ASSERT_FALSE(broken.ok());
@@ -251,15 +252,15 @@ TEST_F(DataPipeline, RawTokenFiles) {
   header[1] = 1;
   header[2] = int32_t(ids.size());
   const std::string header_bytes(reinterpret_cast<const char*>(header.data()), 1024);
-  write_file(dir_.file("llmc.bin"), header_bytes + std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
+  write_file(dir_.file("llmc.bin"),
+             header_bytes + std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
   source.inputs = {dir_.file("llmc.bin")};
   auto llmc = cache_of(source);
   ASSERT_TRUE(llmc.ok()) << llmc.message();
   EXPECT_EQ(all_tokens(*llmc), std::vector<uint32_t>(ids.begin(), ids.end()));
   header[2] = 99;
-  write_file(dir_.file("llmc-bad.bin"),
-             std::string(reinterpret_cast<const char*>(header.data()), 1024) +
-                 std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
+  write_file(dir_.file("llmc-bad.bin"), std::string(reinterpret_cast<const char*>(header.data()), 1024) +
+                                            std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
   source.inputs = {dir_.file("llmc-bad.bin")};
   refused = cache_of(source);
   ASSERT_FALSE(refused.ok());
@@ -311,8 +312,10 @@ TEST_F(DataPipeline, ConversationsCarryLossOnlyOnAssistantTurns) {
 TEST_F(DataPipeline, WindowsTargetsMasksAndValidationTail) {
   // 2 documents of plain text plus a conversation: windows over the stored stream.
   write_file(dir_.file("chat.jsonl"),
-             R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})" "\n"
-             R"({"messages": [{"role": "user", "content": "no answer"}]})" "\n");
+             R"({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})"
+             "\n"
+             R"({"messages": [{"role": "user", "content": "no answer"}]})"
+             "\n");
   CacheSource source;
   source.inputs = {dir_.file("chat.jsonl")};
   auto cache = cache_of(source);

@@ -38,7 +38,8 @@ struct ReadAll {
 
 ReadAll read_all(std::vector<std::string> files, const DatasetOptions& options = {}) {
   ReadAll out;
-  auto reader = RecordReader::open(std::move(files), options, [&](const std::string& line) { out.reports.push_back(line); });
+  auto reader =
+      RecordReader::open(std::move(files), options, [&](const std::string& line) { out.reports.push_back(line); });
   if (!reader.ok()) {
     out.status = reader.error();
     return out;
@@ -115,12 +116,12 @@ TEST(Records, ExpandInputsFilesGlobsAndFolders) {
   write_bytes(dir.file("y.txt"), "y");
   fs::create_directories(dir.file("empty"));
 
-  auto files = expand_inputs({dir.file("y.txt"), dir.file("corpus"), dir.file("x*.jsonl"), dir.file("corpus/b.txt"),
-                              dir.path() + "/./y.txt"});
+  auto files = expand_inputs(
+      {dir.file("y.txt"), dir.file("corpus"), dir.file("x*.jsonl"), dir.file("corpus/b.txt"), dir.path() + "/./y.txt"});
   ASSERT_TRUE(files.ok()) << files.message();
-  const std::vector<std::string> expected = {dir.file("corpus/a.jsonl"), dir.file("corpus/b.txt"),
+  const std::vector<std::string> expected = {dir.file("corpus/a.jsonl"),   dir.file("corpus/b.txt"),
                                              dir.file("corpus/sub/c.txt"), dir.file("x1.jsonl"),
-                                             dir.file("x2.jsonl"), dir.file("y.txt")};
+                                             dir.file("x2.jsonl"),         dir.file("y.txt")};
   EXPECT_EQ(*files, expected);
 
   // A hidden file named explicitly is read.
@@ -214,7 +215,7 @@ TEST(Records, LongTextDocumentComesInPiecesCutAtLineEnds) {
   std::string text;
   std::mt19937 random(7);
   uint64_t line = 1;
-  while (text.size() < (size_t{7} << 19)) {      // 3.5 MiB
+  while (text.size() < (size_t{7} << 19)) {  // 3.5 MiB
     const size_t length = random() % 300;
     for (size_t i = 0; i < length; ++i) text += (i % 7 == 3) ? "\xE4\xB8\x96" : "x";
     text += "\n";
@@ -299,7 +300,7 @@ TEST(Records, JsonlDocuments) {
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
   EXPECT_EQ(texts(read), (std::vector<std::string>{"plain", "caf\xC3\xA9 \xF0\x9F\x99\x82 \"q\"\nline",
-                                                  "日本語のテキスト", "last, no newline"}));
+                                                   "日本語のテキスト", "last, no newline"}));
   EXPECT_EQ(lines(read), (std::vector<uint64_t>{1, 3, 5, 7}));
   EXPECT_EQ(read.stats.malformed, 0u);
   EXPECT_TRUE(read.reports.empty());
@@ -332,20 +333,20 @@ TEST(Records, JsonlMalformedLinesAreCountedReportedAndSkipped) {
     garbage += c == '\n' ? ' ' : c;
   }
   const std::vector<std::string> lines_in = {
-      "{\"text\": \"ok 1\"}",                 // 1
-      "{\"text\": \"truncated",               // 2
-      "{\"text\": 42}",                       // 3
-      "{\"body\": \"no text key\"}",          // 4
-      "{\"text\": \"bad \xC3\x28 utf8\"}",    // 5
-      deep,                                   // 6
-      huge_truncated,                         // 7
-      garbage,                                // 8
-      "[1, 2, 3]",                            // 9
-      "\"just a string\"",                    // 10
-      "{\"text\": \"ok 2\"}",                 // 11
-      huge_valid,                             // 12
-      "{\"text\": null}",                     // 13
-      "{\"text\": \"x\", \"n\": 1e999999}",     // 14
+      "{\"text\": \"ok 1\"}",                // 1
+      "{\"text\": \"truncated",              // 2
+      "{\"text\": 42}",                      // 3
+      "{\"body\": \"no text key\"}",         // 4
+      "{\"text\": \"bad \xC3\x28 utf8\"}",   // 5
+      deep,                                  // 6
+      huge_truncated,                        // 7
+      garbage,                               // 8
+      "[1, 2, 3]",                           // 9
+      "\"just a string\"",                   // 10
+      "{\"text\": \"ok 2\"}",                // 11
+      huge_valid,                            // 12
+      "{\"text\": null}",                    // 13
+      "{\"text\": \"x\", \"n\": 1e999999}",  // 14
   };
   std::string bytes;
   for (const std::string& line : lines_in) bytes += line + "\n";
@@ -376,7 +377,8 @@ TEST(Records, JsonlMalformedLinesAreCountedReportedAndSkipped) {
       {14, "invalid JSON: number overflow"},
   };
   for (size_t i = 0; i < expected.size(); ++i) {
-    EXPECT_TRUE(has_substr(read.reports[i], path + ":" + std::to_string(expected[i].first) + ": " + expected[i].second));
+    EXPECT_TRUE(
+        has_substr(read.reports[i], path + ":" + std::to_string(expected[i].first) + ": " + expected[i].second));
   }
 
   options.strict = true;
@@ -430,14 +432,14 @@ TEST(Records, JsonArrayIsStreamedElementByElement) {
   testing::TempDir dir;
   const std::string path = dir.file("alpaca_data.json");
   write_bytes(path,
-              "\xEF\xBB\xBF[\n"                                          // 1 (byte order mark)
-              "  {\n"                                                    // 2
+              "\xEF\xBB\xBF[\n"                                               // 1 (byte order mark)
+              "  {\n"                                                         // 2
               "    \"instruction\": \"Give [three] {tips}, \\\"now\\\"\",\n"  // 3
               "    \"input\": \"\",\n"
               "    \"output\": \"1. eat ]]\"\n"
               "  },\n"
               "  {\"instruction\": \"Übersetze\", \"input\": \"hello\", \"output\": \"hallo\"},\n"  // 7
-              "  {\"instruction\": \"sys\", \"output\": \"o\", \"system\": \"Be brief.\"}\n"       // 8
+              "  {\"instruction\": \"sys\", \"output\": \"o\", \"system\": \"Be brief.\"}\n"        // 8
               "]\n");
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
@@ -445,8 +447,7 @@ TEST(Records, JsonArrayIsStreamedElementByElement) {
   EXPECT_EQ(turns(read.records[0]),
             (std::vector<std::string>{"user: Give [three] {tips}, \"now\"", "assistant: 1. eat ]]"}));
   EXPECT_EQ(turns(read.records[1]), (std::vector<std::string>{"user: Übersetze\n\nhello", "assistant: hallo"}));
-  EXPECT_EQ(turns(read.records[2]),
-            (std::vector<std::string>{"system: Be brief.", "user: sys", "assistant: o"}));
+  EXPECT_EQ(turns(read.records[2]), (std::vector<std::string>{"system: Be brief.", "user: sys", "assistant: o"}));
   EXPECT_EQ(lines(read), (std::vector<uint64_t>{2, 7, 8}));
   EXPECT_EQ(read.stats.bytes, read.total_bytes);
 
@@ -462,12 +463,14 @@ TEST(Records, JsonArrayMalformedElements) {
   testing::TempDir dir;
   const std::string path = dir.file("m.json");
   write_bytes(path,
-              "[{\"text\": \"one\"},\n"           // 1
-              " {\"text\": tru},\n"                // 2: invalid literal
-              " {\"text\": 5},\n"                  // 3
-              " " + std::string(300, '[') + std::string(300, ']') + ",\n"  // 4: too deep
-              " {\"text\": \"two\"}\n"             // 5
-              "] trailing\n");                     // 6
+              "[{\"text\": \"one\"},\n"  // 1
+              " {\"text\": tru},\n"      // 2: invalid literal
+              " {\"text\": 5},\n"        // 3
+              " " +
+                  std::string(300, '[') + std::string(300, ']') +
+                  ",\n"                     // 4: too deep
+                  " {\"text\": \"two\"}\n"  // 5
+                  "] trailing\n");          // 6
   auto read = read_one(path, DatasetFormat::Jsonl);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
   EXPECT_EQ(texts(read), (std::vector<std::string>{"one", "two"}));
@@ -506,12 +509,13 @@ TEST(Records, JsonArrayMalformedElements) {
 TEST(Records, AlpacaJsonl) {
   testing::TempDir dir;
   const std::string path = dir.file("a.jsonl");
-  write_bytes(path,
-              "{\"instruction\": \"Add 2+2\", \"input\": \"\", \"output\": \"4\"}\n"
-              "{\"instruction\": \"Translate\", \"input\": \"chat\", \"output\": \"cat\", \"system\": \"You translate.\"}\n"
-              "{\"instruction\": \"no input key\", \"output\": \"fine\", \"input\": null}\n"
-              "{\"instruction\": \"missing output\"}\n"
-              "{\"instruction\": \"x\", \"input\": 3, \"output\": \"y\"}\n");
+  write_bytes(
+      path,
+      "{\"instruction\": \"Add 2+2\", \"input\": \"\", \"output\": \"4\"}\n"
+      "{\"instruction\": \"Translate\", \"input\": \"chat\", \"output\": \"cat\", \"system\": \"You translate.\"}\n"
+      "{\"instruction\": \"no input key\", \"output\": \"fine\", \"input\": null}\n"
+      "{\"instruction\": \"missing output\"}\n"
+      "{\"instruction\": \"x\", \"input\": 3, \"output\": \"y\"}\n");
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
   ASSERT_EQ(read.records.size(), 3u);
@@ -528,21 +532,23 @@ TEST(Records, AlpacaJsonl) {
 TEST(Records, ShareGptConversations) {
   testing::TempDir dir;
   const std::string path = dir.file("s.jsonl");
-  write_bytes(path,
-              "{\"conversations\": [{\"from\": \"system\", \"value\": \"S\"}, {\"from\": \"human\", \"value\": \"Hi 👋\"},"
-              " {\"from\": \"gpt\", \"value\": \"Hello\"}, {\"from\": \"user\", \"value\": \"u\"},"
-              " {\"from\": \"assistant\", \"value\": \"a\"}]}\n"
-              "{\"conversations\": [{\"from\": \"human\", \"value\": \"only a question\"}]}\n"
-              "{\"conversations\": []}\n"
-              "{\"conversations\": [{\"from\": \"function_call\", \"value\": \"f\"}]}\n"
-              "{\"conversations\": [{\"from\": \"human\"}]}\n"
-              "{\"conversations\": \"text\"}\n"
-              "{\"system\": \"top\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", \"value\": \"r\"}]}\n");
+  write_bytes(
+      path,
+      "{\"conversations\": [{\"from\": \"system\", \"value\": \"S\"}, {\"from\": \"human\", \"value\": \"Hi 👋\"},"
+      " {\"from\": \"gpt\", \"value\": \"Hello\"}, {\"from\": \"user\", \"value\": \"u\"},"
+      " {\"from\": \"assistant\", \"value\": \"a\"}]}\n"
+      "{\"conversations\": [{\"from\": \"human\", \"value\": \"only a question\"}]}\n"
+      "{\"conversations\": []}\n"
+      "{\"conversations\": [{\"from\": \"function_call\", \"value\": \"f\"}]}\n"
+      "{\"conversations\": [{\"from\": \"human\"}]}\n"
+      "{\"conversations\": \"text\"}\n"
+      "{\"system\": \"top\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", "
+      "\"value\": \"r\"}]}\n");
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
   ASSERT_EQ(read.records.size(), 3u);
-  EXPECT_EQ(turns(read.records[0]), (std::vector<std::string>{"system: S", "user: Hi 👋", "assistant: Hello", "user: u",
-                                                             "assistant: a"}));
+  EXPECT_EQ(turns(read.records[0]),
+            (std::vector<std::string>{"system: S", "user: Hi 👋", "assistant: Hello", "user: u", "assistant: a"}));
   // No assistant message: still a record (the tokenizer stage counts it as all-masked).
   EXPECT_EQ(turns(read.records[1]), (std::vector<std::string>{"user: only a question"}));
   EXPECT_EQ(turns(read.records[2]), (std::vector<std::string>{"system: top", "user: q", "assistant: r"}));
@@ -638,18 +644,18 @@ TEST(Records, CsvRfc4180) {
   testing::TempDir dir;
   const std::string path = dir.file("c.csv");
   write_bytes(path,
-              "\xEF\xBB\xBFid,text,note\r\n"                          // 1
-              "1,plain text,x\r\n"                                    // 2
-              "2,\"with, comma and \"\"quotes\"\"\",y\r\n"             // 3
-              "\r\n"                                                  // 4 (blank)
-              "3,\"multi\nline\r\nfield\",z\n"                        // 5-7
-              "4,Grüße 🙂,\n"                                          // 8
-              "5,\"\",empty text skipped\n"                           // 9
-              "6,\"last\",\"no newline\"");                           // 10
+              "\xEF\xBB\xBFid,text,note\r\n"                // 1
+              "1,plain text,x\r\n"                          // 2
+              "2,\"with, comma and \"\"quotes\"\"\",y\r\n"  // 3
+              "\r\n"                                        // 4 (blank)
+              "3,\"multi\nline\r\nfield\",z\n"              // 5-7
+              "4,Grüße 🙂,\n"                           // 8
+              "5,\"\",empty text skipped\n"                 // 9
+              "6,\"last\",\"no newline\"");                 // 10
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
   EXPECT_EQ(texts(read), (std::vector<std::string>{"plain text", "with, comma and \"quotes\"", "multi\nline\r\nfield",
-                                                  "Grüße 🙂", "last"}));
+                                                   "Grüße 🙂", "last"}));
   EXPECT_EQ(lines(read), (std::vector<uint64_t>{2, 3, 5, 8, 10}));
   EXPECT_EQ(read.stats.malformed, 0u);
 
@@ -680,14 +686,14 @@ TEST(Records, CsvMalformedRows) {
   testing::TempDir dir;
   const std::string path = dir.file("m.csv");
   write_bytes(path,
-              "text,label\n"            // 1
-              "good one,1\n"            // 2
-              "too,many,fields\n"       // 3
-              "too few\n"               // 4
-              "\"bad \xFF\",1\n"        // 5
-              "\"quoted\"junk,1\n"      // 6
-              "good two,2\n"            // 7
-              "\"unbalanced,3\n"        // 8
+              "text,label\n"        // 1
+              "good one,1\n"        // 2
+              "too,many,fields\n"   // 3
+              "too few\n"           // 4
+              "\"bad \xFF\",1\n"    // 5
+              "\"quoted\"junk,1\n"  // 6
+              "good two,2\n"        // 7
+              "\"unbalanced,3\n"    // 8
               "swallowed,4\n");
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
@@ -800,7 +806,8 @@ TEST(Records, BinaryGarbageNeverCrashes) {
   EXPECT_TRUE(has_substr(auto_json.status.message(), dir.file("g.jsonl")));
 
   for (const char* name : {"g.jsonl", "g.csv", "g.json", "h.json", "i.csv"}) {
-    for (DatasetFormat format : {DatasetFormat::Jsonl, DatasetFormat::Csv, DatasetFormat::Alpaca, DatasetFormat::OpenAi}) {
+    for (DatasetFormat format :
+         {DatasetFormat::Jsonl, DatasetFormat::Csv, DatasetFormat::Alpaca, DatasetFormat::OpenAi}) {
       DatasetOptions options;
       options.format = format;
       auto read = read_all({dir.file(name)}, options);
@@ -876,7 +883,8 @@ TEST(Records, MemoryStaysBoundedWhateverTheFileSize) {
   {
     std::ofstream out(path, std::ios::binary);
     std::string block;
-    for (uint64_t i = 0; i < lines_per_block; ++i) block += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 10) + "\n";
+    for (uint64_t i = 0; i < lines_per_block; ++i)
+      block += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 10) + "\n";
     while (static_cast<uint64_t>(out.tellp()) < (uint64_t{200} << 20)) out << block;
   }
   const uint64_t size = std::filesystem::file_size(path);
@@ -897,7 +905,8 @@ TEST(Records, MemoryStaysBoundedWhateverTheFileSize) {
   EXPECT_EQ(bytes, size);
   EXPECT_GE(pieces, 150u);
   EXPECT_EQ((*reader)->stats().bytes, size);
-  EXPECT_LT(after - std::min(after, before), uint64_t{64} << 10) << "peak RSS grew from " << before << " to " << after << " KiB";
+  EXPECT_LT(after - std::min(after, before), uint64_t{64} << 10)
+      << "peak RSS grew from " << before << " to " << after << " KiB";
 }
 
 TEST(Records, JsonArrayMemoryStaysBounded) {
@@ -928,7 +937,8 @@ TEST(Records, JsonArrayMemoryStaysBounded) {
   const uint64_t after = peak_rss_kib(false);
   EXPECT_EQ(records, 100u);
   EXPECT_EQ((*reader)->stats().malformed, 0u);
-  EXPECT_LT(after - std::min(after, before), uint64_t{64} << 10) << "peak RSS grew from " << before << " to " << after << " KiB";
+  EXPECT_LT(after - std::min(after, before), uint64_t{64} << 10)
+      << "peak RSS grew from " << before << " to " << after << " KiB";
 }
 
 }  // namespace

@@ -31,9 +31,9 @@ TEST(TokenCorpus, TokenizerFromTokenizerJson) {
   auto tokenizer = load_training_tokenizer(dir.file("tokenizer.json"));
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.message();
   EXPECT_EQ(tokenizer->vocab_size, testing::kMiniImEnd + 1);  // highest id + 1
-  EXPECT_EQ(tokenizer->eos_id, testing::kMiniEndOfText);       // no <eos>: <|endoftext|>
+  EXPECT_EQ(tokenizer->eos_id, testing::kMiniEndOfText);      // no <eos>: <|endoftext|>
   EXPECT_EQ(tokenizer->bos_id, testing::kMiniEndOfText);
-  EXPECT_FALSE(tokenizer->tokenizer_config_json.empty());      // the neighbouring file was read
+  EXPECT_FALSE(tokenizer->tokenizer_config_json.empty());  // the neighbouring file was read
 }
 
 TEST(TokenCorpus, TokenizerWithoutEndTokenIsAnError) {

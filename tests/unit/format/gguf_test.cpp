@@ -42,8 +42,7 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("kipp_gguf_" + std::to_string(::getpid()) + "_" + info->name());
+    path_ = std::filesystem::temp_directory_path() / ("kipp_gguf_" + std::to_string(::getpid()) + "_" + info->name());
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }
@@ -91,19 +90,16 @@ std::vector<GgufMetadataEntry> every_value_type() {
       {"t.a.i64", GgufValue::array(GgufValueType::INT64, {GgufValue::i64(-(1ll << 40))})},
       {"t.a.f32", GgufValue::f32_array({0.5f, signalling_nan, -0.0f})},
       {"t.a.f64", GgufValue::array(GgufValueType::FLOAT64, {GgufValue::f64(f64_nan), GgufValue::f64(2.5)})},
-      {"t.a.bool",
-       GgufValue::array(GgufValueType::BOOL, {GgufValue::boolean(true), GgufValue::boolean(false)})},
+      {"t.a.bool", GgufValue::array(GgufValueType::BOOL, {GgufValue::boolean(true), GgufValue::boolean(false)})},
       {"t.a.string", GgufValue::string_array({"a", "", "\xc4\xa0t", "left right"})},
       {"t.a.empty.u32", GgufValue::u32_array({})},
       {"t.a.empty.string", GgufValue::string_array({})},
       {"t.a.empty.array", GgufValue::array(GgufValueType::ARRAY, {})},
-      {"t.a.nested",
-       GgufValue::array(GgufValueType::ARRAY,
-                        {GgufValue::u32_array({1, 2}), GgufValue::u32_array({}), GgufValue::u32_array({7})})},
-      {"t.a.nested3",
-       GgufValue::array(GgufValueType::ARRAY,
-                        {GgufValue::array(GgufValueType::ARRAY, {GgufValue::string_array({"x", "y"})}),
-                         GgufValue::array(GgufValueType::STRING, {})})},
+      {"t.a.nested", GgufValue::array(GgufValueType::ARRAY, {GgufValue::u32_array({1, 2}), GgufValue::u32_array({}),
+                                                             GgufValue::u32_array({7})})},
+      {"t.a.nested3", GgufValue::array(GgufValueType::ARRAY,
+                                       {GgufValue::array(GgufValueType::ARRAY, {GgufValue::string_array({"x", "y"})}),
+                                        GgufValue::array(GgufValueType::STRING, {})})},
   };
   return out;
 }
@@ -141,8 +137,7 @@ Built build_file(const std::vector<GgufMetadataEntry>& metadata, const std::vect
     writer.add_tensor(tensors[i].name, tensors[i].dims, tensors[i].type);
     uint64_t elements = 1;
     for (uint64_t dim : tensors[i].dims) elements *= dim;
-    built.data.push_back(
-        pattern_bytes(*ggml_tensor_bytes(tensors[i].type, elements), static_cast<uint8_t>(i)));
+    built.data.push_back(pattern_bytes(*ggml_tensor_bytes(tensors[i].type, elements), static_cast<uint8_t>(i)));
   }
   auto bytes = writer.to_bytes(spans_of(built.data));
   EXPECT_TRUE(bytes.ok()) << bytes.message();
@@ -310,8 +305,7 @@ TEST(GgufRoundTrip, TensorsAtDefaultAlignment) {
 
     const auto view = parsed->tensor_data(info);
     EXPECT_EQ(view.data(), built.file.data() + parsed->data_offset() + info.offset);
-    EXPECT_TRUE(std::equal(view.begin(), view.end(), built.data[i].begin(), built.data[i].end()))
-        << info.name;
+    EXPECT_TRUE(std::equal(view.begin(), view.end(), built.data[i].begin(), built.data[i].end())) << info.name;
     EXPECT_EQ(parsed->find_tensor(specs[i].name), &info);
   }
   EXPECT_EQ(parsed->tensors()[2].element_count(), 64u);
@@ -421,7 +415,8 @@ TEST(GgufRoundTrip, TensorPartsWriteTheSameBytes) {
     const auto data = parsed->tensor_data(info);
     // Uneven pieces: 1 byte, then 7, then the rest.
     for (size_t offset = 0, piece = 1; offset < data.size(); offset += piece, piece = piece == 1 ? 7 : data.size()) {
-      const Status status = writer.write_tensor_part(info.name, data.subspan(offset, std::min(piece, data.size() - offset)));
+      const Status status =
+          writer.write_tensor_part(info.name, data.subspan(offset, std::min(piece, data.size() - offset)));
       ASSERT_TRUE(status.ok()) << status.message();
     }
   }
@@ -457,15 +452,12 @@ TEST(GgufWriterErrors, TensorOrderSizeAndCount) {
   ASSERT_TRUE(writer.begin(path).ok());
   EXPECT_NE(writer.begin(path).message().find("begin("), std::string::npos);
   auto out_of_order = writer.write_tensor("b", b);
-  EXPECT_NE(out_of_order.message().find("out of order (expected 'a'"), std::string::npos)
-      << out_of_order.message();
+  EXPECT_NE(out_of_order.message().find("out of order (expected 'a'"), std::string::npos) << out_of_order.message();
   auto wrong_size = writer.write_tensor("a", wrong);
-  EXPECT_NE(wrong_size.message().find("15 bytes given (expected 16"), std::string::npos)
-      << wrong_size.message();
+  EXPECT_NE(wrong_size.message().find("15 bytes given (expected 16"), std::string::npos) << wrong_size.message();
   ASSERT_TRUE(writer.write_tensor("a", a).ok());
   auto early = writer.finish();
-  EXPECT_NE(early.message().find("after 1 of 2 tensors (next expected: 'b')"), std::string::npos)
-      << early.message();
+  EXPECT_NE(early.message().find("after 1 of 2 tensors (next expected: 'b')"), std::string::npos) << early.message();
   ASSERT_TRUE(writer.write_tensor("b", b).ok());
   EXPECT_NE(writer.write_tensor("c", b).message().find("after all 2 declared tensors"), std::string::npos);
   ASSERT_TRUE(writer.finish().ok());
@@ -512,8 +504,7 @@ TEST(GgufWriterErrors, InvalidDeclarationsAreRejected) {
   }
   {
     GgufWriter writer;
-    writer.add_metadata("mixed",
-                        GgufValue::array(GgufValueType::UINT32, {GgufValue::u32(1), GgufValue::u8(2)}));
+    writer.add_metadata("mixed", GgufValue::array(GgufValueType::UINT32, {GgufValue::u32(1), GgufValue::u8(2)}));
     EXPECT_NE(layout_error(writer).find("array element #1 has type u8 (expected u32)"), std::string::npos);
   }
   {
@@ -561,12 +552,11 @@ TEST(GgufWriterErrors, InvalidDeclarationsAreRejected) {
 
 TEST(GgufParseErrors, EveryTruncationFails) {
   // The last tensor ends on the alignment, so no prefix is a valid file.
-  const Built built =
-      build_file({{"general.architecture", GgufValue::string("qwen3")},
-                  {"t.a", GgufValue::u32_array({1, 2, 3})},
-                  {"t.n", GgufValue::array(GgufValueType::ARRAY, {GgufValue::string_array({"x"})})},
-                  {"t.f", GgufValue::f64(1.5)}},
-                 {{"a", {32}, GgmlType::Q8_0}, {"b", {8}, GgmlType::F32}}, 32);
+  const Built built = build_file({{"general.architecture", GgufValue::string("qwen3")},
+                                  {"t.a", GgufValue::u32_array({1, 2, 3})},
+                                  {"t.n", GgufValue::array(GgufValueType::ARRAY, {GgufValue::string_array({"x"})})},
+                                  {"t.f", GgufValue::f64(1.5)}},
+                                 {{"a", {32}, GgmlType::Q8_0}, {"b", {8}, GgmlType::F32}}, 32);
   ASSERT_TRUE(GgufFile::parse(built.file).ok());
   for (size_t size = 0; size < built.file.size(); ++size) {
     const Bytes prefix(built.file.begin(), built.file.begin() + static_cast<std::ptrdiff_t>(size));
@@ -584,9 +574,8 @@ TEST(GgufParseErrors, Header) {
             "GGUF header: version 2 is not supported (expected 3)");
   EXPECT_EQ(parse_error(Raw().u32(GgufFile::kMagic).u32(4).u64(0).u64(0).bytes()),
             "GGUF header: version 4 is not supported (expected 3)");
-  EXPECT_NE(
-      parse_error(Raw().header(0, 1ull << 60).bytes()).find("GGUF header: kv_count 1152921504606846976"),
-      std::string::npos);
+  EXPECT_NE(parse_error(Raw().header(0, 1ull << 60).bytes()).find("GGUF header: kv_count 1152921504606846976"),
+            std::string::npos);
   EXPECT_NE(parse_error(Raw().header(std::numeric_limits<uint64_t>::max(), 0).bytes())
                 .find("GGUF header: tensor_count 18446744073709551615 is impossible"),
             std::string::npos);
@@ -604,43 +593,34 @@ TEST(GgufParseErrors, Metadata) {
             "GGUF metadata key #0: key length 18446744073709551615 exceeds the 8 bytes left in the file");
   EXPECT_EQ(parse_error(Raw().header(0, 1).str("").u32(0).u8(0).zeros(1).bytes()),
             "GGUF metadata key #0: key is empty (expected a non-empty string)");
-  EXPECT_EQ(
-      parse_error(Raw()
-                      .header(0, 2)
-                      .key("a", GgufValueType::UINT8)
-                      .u8(1)
-                      .key("x", GgufValueType::STRING)
-                      .u64(huge)
-                      .zeros(16)
-                      .bytes()),
-      "GGUF metadata key #1 ('x'): string length 18446744073709551615 exceeds the 16 bytes left in the file");
+  EXPECT_EQ(parse_error(Raw()
+                            .header(0, 2)
+                            .key("a", GgufValueType::UINT8)
+                            .u8(1)
+                            .key("x", GgufValueType::STRING)
+                            .u64(huge)
+                            .zeros(16)
+                            .bytes()),
+            "GGUF metadata key #1 ('x'): string length 18446744073709551615 exceeds the 16 bytes left in the file");
   EXPECT_EQ(parse_error(Raw().header(0, 1).str("x").u32(13).zeros(8).bytes()),
             "GGUF metadata key #0 ('x'): value type 13 is unknown (expected 0 to 12)");
   EXPECT_EQ(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(99).u64(0).bytes()),
             "GGUF metadata key #0 ('x'): array element type 99 is unknown (expected 0 to 12)");
-  EXPECT_NE(
-      parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(4).u64(1ull << 40).zeros(64).bytes())
-          .find("GGUF metadata key #0 ('x'): array length 1099511627776 exceeds what the 64 bytes"),
-      std::string::npos);
+  EXPECT_NE(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(4).u64(1ull << 40).zeros(64).bytes())
+                .find("GGUF metadata key #0 ('x'): array length 1099511627776 exceeds what the 64 bytes"),
+            std::string::npos);
   EXPECT_NE(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(8).u64(huge).zeros(64).bytes())
                 .find("array length 18446744073709551615"),
             std::string::npos);
-  EXPECT_EQ(
-      parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(8).u64(2).str("a").u64(99).bytes()),
-      "GGUF metadata key #0 ('x'): array element #1: string length 99 exceeds the 0 bytes left in the file");
+  EXPECT_EQ(parse_error(Raw().header(0, 1).key("x", GgufValueType::ARRAY).u32(8).u64(2).str("a").u64(99).bytes()),
+            "GGUF metadata key #0 ('x'): array element #1: string length 99 exceeds the 0 bytes left in the file");
   EXPECT_EQ(parse_error(Raw().header(0, 1).key("b", GgufValueType::BOOL).u8(2).bytes()),
             "GGUF metadata key #0 ('b'): bool value 2 is invalid (expected 0 or 1)");
-  EXPECT_EQ(parse_error(Raw()
-                            .header(0, 2)
-                            .key("k", GgufValueType::UINT8)
-                            .u8(1)
-                            .key("k", GgufValueType::UINT8)
-                            .u8(2)
-                            .bytes()),
-            "GGUF metadata key #1 ('k'): duplicate key (first defined as key #0)");
+  EXPECT_EQ(
+      parse_error(Raw().header(0, 2).key("k", GgufValueType::UINT8).u8(1).key("k", GgufValueType::UINT8).u8(2).bytes()),
+      "GGUF metadata key #1 ('k'): duplicate key (first defined as key #0)");
   // Key names are escaped in messages.
-  EXPECT_NE(parse_error(Raw().header(0, 1).str("a\nb").u32(13).bytes()).find("('a\\x0ab')"),
-            std::string::npos);
+  EXPECT_NE(parse_error(Raw().header(0, 1).str("a\nb").u32(13).bytes()).find("('a\\x0ab')"), std::string::npos);
 
   // Nine nested arrays are one too many; eight parse.
   auto nested = [](int levels) {
@@ -717,13 +697,11 @@ TEST(GgufParseErrors, TensorData) {
               r.tensor("t", {4}, kF32, 0xffffffffffffffe0ull);
             })).find("ends past the data section"),
             std::string::npos);
-  EXPECT_NE(parse_error(one_tensor([](Raw& r) {
-              r.tensor("t", {1ull << 61}, kF32, 0);
-            })).find("ends past the data section"),
-            std::string::npos);
+  EXPECT_NE(
+      parse_error(one_tensor([](Raw& r) { r.tensor("t", {1ull << 61}, kF32, 0); })).find("ends past the data section"),
+      std::string::npos);
   // Nothing after the directory at all.
-  EXPECT_NE(parse_error(Raw().header(1, 0).tensor("t", {4}, kF32, 0).bytes())
-                .find("GGUF data section: starts at byte"),
+  EXPECT_NE(parse_error(Raw().header(1, 0).tensor("t", {4}, kF32, 0).bytes()).find("GGUF data section: starts at byte"),
             std::string::npos);
 
   auto two = [](uint64_t first_offset, uint64_t second_offset) {
@@ -745,8 +723,7 @@ TEST(GgufParseErrors, TensorData) {
             disjoint->tensor_data(*disjoint->find_tensor("b")).data() + 64);
 
   EXPECT_EQ(
-      parse_error(
-          Raw().header(2, 0).tensor("t", {4}, kF32, 0).tensor("t", {4}, kF32, 32).align().zeros(64).bytes()),
+      parse_error(Raw().header(2, 0).tensor("t", {4}, kF32, 0).tensor("t", {4}, kF32, 32).align().zeros(64).bytes()),
       "GGUF tensor 't': duplicate name (first defined as tensor #0)");
 }
 

@@ -43,8 +43,8 @@ std::string fixture_path(const std::string& name) {
 }
 
 // Skips without KIPP_PARQUET_FIXTURES; fails when it is set and the file is missing.
-#define REQUIRE_FIXTURE(var, name)                                                                    \
-  const std::string var = fixture_path(name);                                                         \
+#define REQUIRE_FIXTURE(var, name)                                                                                    \
+  const std::string var = fixture_path(name);                                                                         \
   if (var.empty()) GTEST_SKIP() << "KIPP_PARQUET_FIXTURES is not set (ctest sets it; see tests/cmake/parquet.cmake)"; \
   ASSERT_TRUE(fs::is_regular_file(var)) << var << " is missing (KIPP_PARQUET_FIXTURES is set)"
 
@@ -774,8 +774,8 @@ TEST(ParquetBuilt, DeltaEncodings) {
   data.insert(data.end(), suffix_lengths.begin(), suffix_lengths.end());
   data.insert(data.end(), suffixes.begin(), suffixes.end());
   Column column{.num_values = 6};
-  auto read = read_built("delta_byte_array.parquet",
-                         build_file(column, {Page{.encoding = 7, .num_values = 6, .data = data}}));
+  auto read =
+      read_built("delta_byte_array.parquet", build_file(column, {Page{.encoding = 7, .num_values = 6, .data = data}}));
   ASSERT_TRUE(read.ok()) << read.message();
   ASSERT_EQ(read->size(), values.size());
   for (size_t i = 0; i < values.size(); ++i) EXPECT_EQ((*read)[i], values[i]);
@@ -868,30 +868,44 @@ TEST(ParquetBuilt, DataPageV2EveryCodec) {
       std::vector<uint8_t> data = levels;
       const std::vector<uint8_t> packed = compress(codec, raw);
       data.insert(data.end(), packed.begin(), packed.end());
-      Page plain{.type = 3, .encoding = 0, .num_values = count, .data = data,
+      Page plain{.type = 3,
+                 .encoding = 0,
+                 .num_values = count,
+                 .data = data,
                  .uncompressed_size = static_cast<int64_t>(levels.size() + raw.size()),
-                 .unknown_fields = codec == 6, .num_nulls = optional ? 2 : 0,
+                 .unknown_fields = codec == 6,
+                 .num_nulls = optional ? 2 : 0,
                  .def_bytes = static_cast<int32_t>(levels.size())};
 
       const std::vector<uint8_t> dictionary_raw = plain_values({"dict a", "dict b"});
-      Page dictionary{.type = 2, .num_values = 2, .data = compress(codec, dictionary_raw),
+      Page dictionary{.type = 2,
+                      .num_values = 2,
+                      .data = compress(codec, dictionary_raw),
                       .uncompressed_size = static_cast<int64_t>(dictionary_raw.size())};
       // Indices 1, 0, 1, 1: bit width 1, one bit-packed group.
       const std::vector<uint8_t> indices = {1, 0x03, 0b1101};
       std::vector<uint8_t> dict_data = optional ? std::vector<uint8_t>{0x03, 0b001111} : std::vector<uint8_t>{};
       const std::vector<uint8_t> packed_indices = compress(codec, indices);
       dict_data.insert(dict_data.end(), packed_indices.begin(), packed_indices.end());
-      Page by_index{.type = 3, .encoding = 8, .num_values = optional ? 6 : 4, .data = dict_data,
+      Page by_index{.type = 3,
+                    .encoding = 8,
+                    .num_values = optional ? 6 : 4,
+                    .data = dict_data,
                     .uncompressed_size = static_cast<int64_t>((optional ? 2 : 0) + indices.size()),
-                    .num_nulls = optional ? 2 : 0, .def_bytes = optional ? 2 : 0};
+                    .num_nulls = optional ? 2 : 0,
+                    .def_bytes = optional ? 2 : 0};
       std::vector<std::optional<std::string>> want_dict = {"dict b", "dict a", "dict b", "dict b"};
       if (optional) want_dict = {"dict b", "dict a", "dict b", "dict b", std::nullopt, std::nullopt};
 
       // Values stored uncompressed although the chunk's codec compresses.
       std::vector<uint8_t> stored = levels;
       stored.insert(stored.end(), raw.begin(), raw.end());
-      Page not_compressed{.type = 3, .encoding = 0, .num_values = count, .data = stored,
-                          .num_nulls = optional ? 2 : 0, .def_bytes = static_cast<int32_t>(levels.size()),
+      Page not_compressed{.type = 3,
+                          .encoding = 0,
+                          .num_values = count,
+                          .data = stored,
+                          .num_nulls = optional ? 2 : 0,
+                          .def_bytes = static_cast<int32_t>(levels.size()),
                           .is_compressed = false};
 
       Column column{.repetition = optional ? 1 : 0, .codec = codec, .num_values = 2 * count + by_index.num_values};
@@ -944,7 +958,8 @@ TEST(ParquetBuilt, AbsurdSizesAreErrors) {
   // A value length past the page.
   std::vector<uint8_t> short_value = plain_values({"abc"});
   short_value[0] = 0xff;
-  read = read_built("long_value.parquet", build_file(Column{.num_values = 1}, {Page{.num_values = 1, .data = short_value}}));
+  read = read_built("long_value.parquet",
+                    build_file(Column{.num_values = 1}, {Page{.num_values = 1, .data = short_value}}));
   ASSERT_FALSE(read.ok());
   EXPECT_NE(read.message().find("PLAIN value of 255 bytes runs past the end of the page"), std::string::npos)
       << read.message();
@@ -960,8 +975,7 @@ TEST(ParquetBuilt, DictionaryIndexOutOfRange) {
   Page data{.encoding = 8, .num_values = 3, .data = {2, 3 << 1, 3}};
   auto read = read_built("dict_range.parquet", build_file(Column{.num_values = 3}, {dictionary, data}));
   ASSERT_FALSE(read.ok());
-  EXPECT_NE(read.message().find("dictionary index 3 is out of range (the dictionary has 2 entries)"),
-            std::string::npos)
+  EXPECT_NE(read.message().find("dictionary index 3 is out of range (the dictionary has 2 entries)"), std::string::npos)
       << read.message();
   // The same with index 1 reads; a bit-packed run (header (1 << 1) | 1: 8 values) of 1, 0, 1.
   Page packed{.encoding = 8, .num_values = 3, .data = {1, 0x03, 0b101}};

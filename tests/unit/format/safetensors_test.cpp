@@ -110,7 +110,10 @@ std::vector<FixtureTensor> interop_fixture() {
       {"a.f32", SafetensorsDtype::F32, {2, 3}, bytes_of(std::vector<float>{-1.0f, -0.5f, 0.0f, 0.5f, 1.0f, 1.5f})},
       {"b.f16", SafetensorsDtype::F16, {4}, bytes_of(f16)},
       {"c.bf16", SafetensorsDtype::BF16, {3}, bytes_of(bf16)},
-      {"d.i64", SafetensorsDtype::I64, {2, 2}, bytes_of(std::vector<int64_t>{-(int64_t{1} << 40), 0, 1, int64_t{1} << 62})},
+      {"d.i64",
+       SafetensorsDtype::I64,
+       {2, 2},
+       bytes_of(std::vector<int64_t>{-(int64_t{1} << 40), 0, 1, int64_t{1} << 62})},
       {"e.u8", SafetensorsDtype::U8, {5}, {0, 1, 127, 128, 255}},
       {"f.bool", SafetensorsDtype::BOOL, {3}, {1, 0, 1}},
       {"g.scalar", SafetensorsDtype::F64, {}, bytes_of(std::vector<double>{3.25})},
@@ -203,7 +206,9 @@ TEST(Safetensors, ByteLayoutHeaderLengthPaddingAndOffsets) {
   for (size_t name_length = 1; name_length <= 9; ++name_length) {  // covers every padding amount
     const std::string path = tmp.file("layout.safetensors");
     const std::string name(name_length, 'x');
-    ASSERT_TRUE(kipp::write_safetensors(path, {{name, SafetensorsDtype::F32, {3}, w}, {"b", SafetensorsDtype::U8, {2}, b}}).ok());
+    ASSERT_TRUE(
+        kipp::write_safetensors(path, {{name, SafetensorsDtype::F32, {3}, w}, {"b", SafetensorsDtype::U8, {2}, b}})
+            .ok());
     const std::vector<uint8_t> bytes = read_bytes(path);
     ASSERT_GE(bytes.size(), 8u);
     uint64_t header_length = 0;
@@ -304,7 +309,8 @@ TEST(SafetensorsBadInput, InvalidJsonAndHeaderShape) {
   EXPECT_TRUE(has_substr(header_error(tmp, "  {}", 0), "must begin with '{'"));
   EXPECT_TRUE(has_substr(header_error(tmp, "", 0), "must begin with '{'"));
   EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": 1}", 0), "tensor 'w': expected an object"));
-  EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": {\"dtype\": \"F32\", \"data_offsets\": [0, 0]}}", 0), "tensor 'w': missing field 'shape'"));
+  EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": {\"dtype\": \"F32\", \"data_offsets\": [0, 0]}}", 0),
+                         "tensor 'w': missing field 'shape'"));
   EXPECT_TRUE(has_substr(header_error(tmp, "{\"__metadata__\": {\"n\": 3}}", 0), "'__metadata__': key 'n'"));
   EXPECT_TRUE(has_substr(header_error(tmp, "{\"__metadata__\": [1]}", 0), "'__metadata__'"));
 }
@@ -312,7 +318,8 @@ TEST(SafetensorsBadInput, InvalidJsonAndHeaderShape) {
 TEST(SafetensorsBadInput, DuplicateTensorName) {
   TempDir tmp;
   const std::string entry = "{\"dtype\": \"U8\", \"shape\": [1], \"data_offsets\": [0, 1]}";
-  EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": " + entry + ", \"w\": " + entry + "}", 1), "names tensor 'w' more than once"));
+  EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": " + entry + ", \"w\": " + entry + "}", 1),
+                         "names tensor 'w' more than once"));
 }
 
 TEST(SafetensorsBadInput, UnknownDtypeIsNamed) {
@@ -323,7 +330,8 @@ TEST(SafetensorsBadInput, UnknownDtypeIsNamed) {
   EXPECT_TRUE(has_substr(message, "field 'dtype'"));
   EXPECT_TRUE(has_substr(message, "F8_E4M3"));
   EXPECT_TRUE(has_substr(message, "BF16"));  // the expected set
-  EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": {\"dtype\": 4, \"shape\": [2], \"data_offsets\": [0, 2]}}", 2), "field 'dtype': expected a string"));
+  EXPECT_TRUE(has_substr(header_error(tmp, "{\"w\": {\"dtype\": 4, \"shape\": [2], \"data_offsets\": [0, 2]}}", 2),
+                         "field 'dtype': expected a string"));
 }
 
 TEST(SafetensorsBadInput, ShapeSizeMismatchAndBadShapeValues) {
@@ -350,7 +358,8 @@ TEST(SafetensorsBadInput, ShapeSizeMismatchAndBadShapeValues) {
 
 TEST(SafetensorsBadInput, OffsetsOutsideDataOrReversed) {
   TempDir tmp;
-  std::string message = header_error(tmp, "{\"w\": {\"dtype\": \"U8\", \"shape\": [8], \"data_offsets\": [4, 12]}}", 10);
+  std::string message =
+      header_error(tmp, "{\"w\": {\"dtype\": \"U8\", \"shape\": [8], \"data_offsets\": [4, 12]}}", 10);
   EXPECT_TRUE(has_substr(message, "tensor 'w': field 'data_offsets': end 12 is beyond the data section of 10 bytes"));
   message = header_error(tmp, "{\"w\": {\"dtype\": \"U8\", \"shape\": [0], \"data_offsets\": [5, 4]}}", 5);
   EXPECT_TRUE(has_substr(message, "tensor 'w': field 'data_offsets': begin 5 is after end 4"));
@@ -370,9 +379,10 @@ TEST(SafetensorsBadInput, OverlappingTensors) {
   EXPECT_TRUE(has_substr(message, "'b' field 'data_offsets' begins at 4, expected 8"));
   // An empty tensor placed inside another one's bytes is an overlap too.
   EXPECT_TRUE(has_substr(header_error(tmp,
-                           "{\"a\": {\"dtype\": \"U8\", \"shape\": [8], \"data_offsets\": [0, 8]},"
-                           " \"e\": {\"dtype\": \"U8\", \"shape\": [0], \"data_offsets\": [3, 3]}}",
-                           8), "overlap"));
+                                      "{\"a\": {\"dtype\": \"U8\", \"shape\": [8], \"data_offsets\": [0, 8]},"
+                                      " \"e\": {\"dtype\": \"U8\", \"shape\": [0], \"data_offsets\": [3, 3]}}",
+                                      8),
+                         "overlap"));
 }
 
 TEST(SafetensorsBadInput, HolesInTheDataSection) {
@@ -399,7 +409,8 @@ TEST(SafetensorsWriter, RejectsInconsistentInputAndLeavesNoFile) {
   ASSERT_FALSE(status.ok());
   EXPECT_TRUE(has_substr(status.message(), "tensor 'w'"));
   EXPECT_TRUE(has_substr(status.message(), "needs 8 bytes, found 6"));
-  status = kipp::write_safetensors(path, {{"w", SafetensorsDtype::U8, {6}, six}, {"w", SafetensorsDtype::U8, {6}, six}});
+  status =
+      kipp::write_safetensors(path, {{"w", SafetensorsDtype::U8, {6}, six}, {"w", SafetensorsDtype::U8, {6}, six}});
   EXPECT_TRUE(has_substr(status.message(), "tensor 'w': name given more than once"));
   status = kipp::write_safetensors(path, {{"__metadata__", SafetensorsDtype::U8, {6}, six}});
   EXPECT_TRUE(has_substr(status.message(), "reserved"));
@@ -413,7 +424,8 @@ TEST(SafetensorsWriter, RejectsInconsistentInputAndLeavesNoFile) {
 
 void write_u8_tensors(const std::string& path, const std::vector<std::string>& names) {
   std::vector<std::vector<uint8_t>> payloads;
-  for (size_t i = 0; i < names.size(); ++i) payloads.push_back(std::vector<uint8_t>(i + 1, static_cast<uint8_t>(names[i][0])));
+  for (size_t i = 0; i < names.size(); ++i)
+    payloads.push_back(std::vector<uint8_t>(i + 1, static_cast<uint8_t>(names[i][0])));
   std::vector<SafetensorsWriteTensor> tensors;
   for (size_t i = 0; i < names.size(); ++i) tensors.push_back({names[i], SafetensorsDtype::U8, {i + 1}, payloads[i]});
   ASSERT_TRUE(kipp::write_safetensors(path, tensors).ok());
@@ -475,7 +487,8 @@ TEST(SafetensorsCheckpoint, IndexListsTensorAbsentFromItsShard) {
   write_index(tmp, {{"a", "s1.safetensors"}, {"ghost", "s1.safetensors"}});
   auto checkpoint = SafetensorsCheckpoint::open_dir(tmp.dir());
   ASSERT_FALSE(checkpoint.ok());
-  EXPECT_TRUE(has_substr(checkpoint.message(), "lists tensor 'ghost' in shard 's1.safetensors' but that shard has no such tensor"));
+  EXPECT_TRUE(has_substr(checkpoint.message(),
+                         "lists tensor 'ghost' in shard 's1.safetensors' but that shard has no such tensor"));
 }
 
 TEST(SafetensorsCheckpoint, ShardTensorNotInIndex) {
@@ -508,7 +521,8 @@ TEST(SafetensorsCheckpoint, BadIndexFiles) {
   ASSERT_TRUE(kipp::write_text_file_atomic(index, "{\"metadata\": {}}").ok());
   EXPECT_TRUE(has_substr(SafetensorsCheckpoint::open_dir(tmp.dir()).message(), "missing field 'weight_map'"));
   ASSERT_TRUE(kipp::write_text_file_atomic(index, "{\"weight_map\": {\"a\": 3}}").ok());
-  EXPECT_TRUE(has_substr(SafetensorsCheckpoint::open_dir(tmp.dir()).message(), "tensor 'a': expected a shard file name"));
+  EXPECT_TRUE(
+      has_substr(SafetensorsCheckpoint::open_dir(tmp.dir()).message(), "tensor 'a': expected a shard file name"));
   ASSERT_TRUE(kipp::write_text_file_atomic(index, "{\"weight_map\": {\"a\": \"../x.safetensors\"}}").ok());
   EXPECT_TRUE(has_substr(SafetensorsCheckpoint::open_dir(tmp.dir()).message(), "not a plain file name"));
   ASSERT_TRUE(kipp::write_text_file_atomic(index, "{\"weight_map\": {}}").ok());
@@ -537,10 +551,10 @@ TEST(SafetensorsCheckpoint, NeitherFilePresent) {
 TEST(SafetensorsInterop, PythonReadsWhatKippWrites) {
   TempDir tmp;
   const std::string path = tmp.file("kipp.safetensors");
-  ASSERT_TRUE(kipp::write_safetensors(path, as_write_tensors(interop_fixture()), {{"format", "pt"}, {"source", "kipp"}}).ok());
+  ASSERT_TRUE(
+      kipp::write_safetensors(path, as_write_tensors(interop_fixture()), {{"format", "pt"}, {"source", "kipp"}}).ok());
   const auto [code, output] = run_oracle(tmp, "check", path);
-  ASSERT_EQ(code, 0) << "the Python oracle (needs /usr/bin/python3 with python3-numpy) rejected our file:\n"
-                     << output;
+  ASSERT_EQ(code, 0) << "the Python oracle (needs /usr/bin/python3 with python3-numpy) rejected our file:\n" << output;
   EXPECT_TRUE(has_substr(output, "OK 14 tensors"));
 }
 

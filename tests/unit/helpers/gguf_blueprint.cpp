@@ -79,8 +79,8 @@ ModelConfig micro_config() {
 
 std::string hf_config_json(const ModelConfig& c) {
   return "{\n  \"architectures\": [\"Qwen3ForCausalLM\"],\n  \"model_type\": \"qwen3\",\n"
-         "  \"hidden_size\": " + std::to_string(c.hidden_size) +
-         ",\n  \"num_hidden_layers\": " + std::to_string(c.num_layers) +
+         "  \"hidden_size\": " +
+         std::to_string(c.hidden_size) + ",\n  \"num_hidden_layers\": " + std::to_string(c.num_layers) +
          ",\n  \"num_attention_heads\": " + std::to_string(c.num_heads) +
          ",\n  \"num_key_value_heads\": " + std::to_string(c.num_kv_heads) +
          ",\n  \"head_dim\": " + std::to_string(c.head_dim) +

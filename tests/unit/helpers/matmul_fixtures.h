@@ -24,10 +24,10 @@ struct StoredMatrix {
 StoredMatrix make_stored_matrix(GgmlType type, size_t rows, size_t cols, std::mt19937& rng);
 
 struct PreparedRows {
-  std::vector<float> source;    // rows * stride floats (NaN in the gaps past cols)
-  std::vector<float> storage;   // what prepare_input wrote
+  std::vector<float> source;   // rows * stride floats (NaN in the gaps past cols)
+  std::vector<float> storage;  // what prepare_input wrote
   kernels::PreparedInput in;
-  std::vector<double> values;   // rows * cols: what each prepared input value stands for
+  std::vector<double> values;  // rows * cols: what each prepared input value stands for
 };
 
 // `rows` random input rows of `cols` values, `stride` apart, prepared by the reference.

@@ -42,8 +42,8 @@ std::vector<std::string> byte_level_alphabet() {
 }
 
 json added_token(uint32_t id, const std::string& content) {
-  return {{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},   {"normalized", false}, {"special", true}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", true}};
 }
 
 std::string tokenizer_json() {
@@ -64,20 +64,17 @@ std::string tokenizer_json() {
       {"truncation", nullptr},
       {"padding", nullptr},
       {"added_tokens", json::array({added_token(kMiniEndOfText, "<|endoftext|>"),
-                                    added_token(kMiniImStart, "<|im_start|>"),
-                                    added_token(kMiniImEnd, "<|im_end|>")})},
+                                    added_token(kMiniImStart, "<|im_start|>"), added_token(kMiniImEnd, "<|im_end|>")})},
       {"normalizer", {{"type", "NFC"}}},
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         json::array({{{"type", "Split"},
-                       {"pattern", {{"Regex", kQwen2PretokenizerPattern}}},
-                       {"behavior", "Isolated"},
-                       {"invert", false}},
-                      {{"type", "ByteLevel"},
-                       {"add_prefix_space", false},
-                       {"trim_offsets", false},
-                       {"use_regex", false}}})}}},
+         json::array(
+             {{{"type", "Split"},
+               {"pattern", {{"Regex", kQwen2PretokenizerPattern}}},
+               {"behavior", "Isolated"},
+               {"invert", false}},
+              {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}})}}},
       {"post_processor",
        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
       {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}},
@@ -100,14 +97,9 @@ std::string tokenizer_config_json(bool chat_template) {
   decoder[std::to_string(kMiniEndOfText)] = {{"content", "<|endoftext|>"}, {"special", true}};
   decoder[std::to_string(kMiniImStart)] = {{"content", "<|im_start|>"}, {"special", true}};
   decoder[std::to_string(kMiniImEnd)] = {{"content", "<|im_end|>"}, {"special", true}};
-  json config = {{"add_bos_token", false},
-                 {"add_prefix_space", false},
-                 {"added_tokens_decoder", decoder},
-                 {"bos_token", nullptr},
-                 {"eos_token", "<|im_end|>"},
-                 {"pad_token", "<|endoftext|>"},
-                 {"model_max_length", 256},
-                 {"tokenizer_class", "Qwen2Tokenizer"}};
+  json config = {{"add_bos_token", false},  {"add_prefix_space", false},          {"added_tokens_decoder", decoder},
+                 {"bos_token", nullptr},    {"eos_token", "<|im_end|>"},          {"pad_token", "<|endoftext|>"},
+                 {"model_max_length", 256}, {"tokenizer_class", "Qwen2Tokenizer"}};
   if (chat_template) {
     config["chat_template"] =
         "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + "

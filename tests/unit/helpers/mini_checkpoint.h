@@ -22,8 +22,8 @@ struct MiniCheckpointOptions {
   ModelConfig config = mini_config();
   // 1: model.safetensors; more: model-0000i-of-0000N.safetensors + model.safetensors.index.json.
   int shards = 1;
-  uint32_t seed = 1;            // the weights are a deterministic function of it
-  bool chat_template = true;    // put a (tiny) chat_template into tokenizer_config.json
+  uint32_t seed = 1;          // the weights are a deterministic function of it
+  bool chat_template = true;  // put a (tiny) chat_template into tokenizer_config.json
   bool generation_config = true;
 };
 

@@ -18,8 +18,8 @@ TokenizerMetadata small_tokenizer_metadata() {
   }
   // Merges are written in byte-level form; `raw` pairs are converted here.
   const std::vector<std::pair<std::string, std::string>> raw_merges = {
-      {" ", "t"}, {"h", "e"}, {" t", "he"}, {"l", "l"}, {"e", "ll"}, {"h", "ell"}, {"hell", "o"},
-      {"a", "a"}, {"'", "s"}, {" ", " "}, {"\xF0", "\x9F"}};
+      {" ", "t"},    {"h", "e"}, {" t", "he"}, {"l", "l"}, {"e", "ll"},     {"h", "ell"},
+      {"hell", "o"}, {"a", "a"}, {"'", "s"},   {" ", " "}, {"\xF0", "\x9F"}};
   for (const auto& [left, right] : raw_merges) {
     m.merges.push_back(byte_level::encode(left) + " " + byte_level::encode(right));
     m.tokens.push_back(byte_level::encode(left + right));

@@ -43,9 +43,8 @@ TEST(KernelTables, OnlyTheReferenceMultipliesFp32Activations) {
   for (const KernelTable* table : kipp::kernels::available_kernel_tables())
     for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1}) {
       SCOPED_TRACE(std::string(table->name) + ", " + std::string(kipp::ggml_type_name(type)));
-      EXPECT_EQ(table->input_format(type), std::string(table->name) == "reference"
-                                               ? kipp::kernels::InputFormat::F32
-                                               : kipp::kernels::input_format(type));
+      EXPECT_EQ(table->input_format(type), std::string(table->name) == "reference" ? kipp::kernels::InputFormat::F32
+                                                                                   : kipp::kernels::input_format(type));
     }
 }
 
@@ -257,7 +256,8 @@ TEST(KernelSimdAttention, RowsEqualReferenceAndDoNotDependOnTheirTile) {
                                     got.data(), q_stride);
               for (size_t r = 0; r < rows; ++r)
                 for (size_t i = 0; i < group * head_dim; ++i)
-                  ASSERT_NEAR(got[r * q_stride + i], expected[r * q_stride + i], 1e-5)  // outputs are averages of values in [-2, 2]
+                  ASSERT_NEAR(got[r * q_stride + i], expected[r * q_stride + i],
+                              1e-5)  // outputs are averages of values in [-2, 2]
                       << "row " << r << " element " << i;
               for (size_t r = 0; r < rows; ++r) {
                 std::vector<float> alone(q_stride);
@@ -315,8 +315,8 @@ TEST(KernelSimdElementwise, EqualReference) {
       // Row 1's blocks hold the values where vector code could part from the reference: NaN,
       // infinities, signed zeros, a block of denormals (whose 127 / max overflows), values
       // exactly halfway between codes.
-      const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 0.0f, -0.0f, 1e-39f, -1e-39f,
-                                2.5f / 127.0f, -0.5f / 127.0f, 1.5f / 127.0f, 1.0f, 3.4e38f, -3.4e38f};
+      const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY,       -INFINITY,     0.0f, -0.0f,   1e-39f,
+                                -1e-39f,       2.5f / 127.0f,  -0.5f / 127.0f, 1.5f / 127.0f, 1.0f, 3.4e38f, -3.4e38f};
       for (size_t i = 0; i < std::size(specials); ++i) x[kStride + 3 * i] = specials[i];
       for (size_t i = 0; i < 32; ++i) x[kStride + 64 + i] = (i % 2 ? 1e-39f : -2e-39f);
       x[kStride + 32] = 1.0f;

@@ -31,9 +31,9 @@
 namespace {
 
 using kipp::GgmlType;
-using kipp::testing::decode_f16;
 using kipp::kernels::KvLayerView;
 using kipp::kernels::WeightMatrix;
+using kipp::testing::decode_f16;
 namespace ref = kipp::kernels::ref;
 
 constexpr double kRelativeTolerance = 1e-5;
@@ -135,8 +135,8 @@ class KernelDequantize : public ::testing::Test {
 };
 
 TEST_F(KernelDequantize, F32RowIsCopied) {
-  const WeightMatrix w = kipp::kernels::make_weight_matrix(
-      GgmlType::F32, reinterpret_cast<const uint8_t*>(source_.data()), kRows, kCols);
+  const WeightMatrix w =
+      kipp::kernels::make_weight_matrix(GgmlType::F32, reinterpret_cast<const uint8_t*>(source_.data()), kRows, kCols);
   EXPECT_EQ(w.row_bytes, kCols * sizeof(float));
   expect_row_matches(w, std::vector<double>(source_.begin(), source_.end()));
 }
@@ -148,8 +148,8 @@ TEST_F(KernelDequantize, Bf16Row) {
     stored[i] = nearest_bf16(source_[i]);
     expected[i] = decode_bf16(stored[i]);
   }
-  const WeightMatrix w = kipp::kernels::make_weight_matrix(
-      GgmlType::BF16, reinterpret_cast<const uint8_t*>(stored.data()), kRows, kCols);
+  const WeightMatrix w =
+      kipp::kernels::make_weight_matrix(GgmlType::BF16, reinterpret_cast<const uint8_t*>(stored.data()), kRows, kCols);
   EXPECT_EQ(w.row_bytes, kCols * 2);
   expect_row_matches(w, expected);
 }
@@ -165,8 +165,8 @@ TEST_F(KernelDequantize, F16Row) {
   expected[5] = std::ldexp(1.0, -24);
   stored[6] = 0x8000;  // negative zero
   expected[6] = -0.0;
-  const WeightMatrix w = kipp::kernels::make_weight_matrix(
-      GgmlType::F16, reinterpret_cast<const uint8_t*>(stored.data()), kRows, kCols);
+  const WeightMatrix w =
+      kipp::kernels::make_weight_matrix(GgmlType::F16, reinterpret_cast<const uint8_t*>(stored.data()), kRows, kCols);
   expect_row_matches(w, expected);
 }
 
@@ -182,8 +182,8 @@ TEST_F(KernelDequantize, Q8_0RowIsScaleTimesCode) {
   kipp::dequantize_q8_0(blocks.data(), decoded.data(), source_.size());
   for (size_t i = 0; i < decoded.size(); ++i) ASSERT_EQ(static_cast<double>(decoded[i]), expected[i]);
 
-  const WeightMatrix w = kipp::kernels::make_weight_matrix(
-      GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), kRows, kCols);
+  const WeightMatrix w =
+      kipp::kernels::make_weight_matrix(GgmlType::Q8_0, reinterpret_cast<const uint8_t*>(blocks.data()), kRows, kCols);
   EXPECT_EQ(w.row_bytes, (kCols / kipp::kQuantBlock) * sizeof(kipp::BlockQ8_0));
   expect_row_matches(w, expected);
 }
@@ -209,8 +209,8 @@ TEST_F(KernelDequantize, Q4_1RowIsScaleTimesNibblePlusMin) {
   for (size_t i = 0; i < decoded.size(); ++i)
     ASSERT_NEAR(static_cast<double>(decoded[i]), expected[i], 1e-6) << i;  // the decoder may fuse d*q+m
 
-  const WeightMatrix w = kipp::kernels::make_weight_matrix(
-      GgmlType::Q4_1, reinterpret_cast<const uint8_t*>(blocks.data()), kRows, kCols);
+  const WeightMatrix w =
+      kipp::kernels::make_weight_matrix(GgmlType::Q4_1, reinterpret_cast<const uint8_t*>(blocks.data()), kRows, kCols);
   EXPECT_EQ(w.row_bytes, (kCols / kipp::kQuantBlock) * sizeof(kipp::BlockAffine4));
   // The kernel must decode exactly as the format's decoder does.
   expect_row_matches(w, std::vector<double>(decoded.begin(), decoded.end()));
@@ -285,44 +285,44 @@ TEST(KernelMatmul, StridedRowsMatchDoubleAndAreIndependentOfRowCount) {
   constexpr size_t kOut = 7, kIn = 96, kBatch = 5, kXStride = 100, kOutStride = 11;
   using kipp::kernels::InputFormat;
   for (GgmlType type : {GgmlType::F32, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_1})
-  for (InputFormat format : {InputFormat::F32, kipp::kernels::input_format(type)}) {
-    SCOPED_TRACE(std::string(kipp::ggml_type_name(type)) + " weights, " +
-                 (format == InputFormat::F32 ? "F32" : "rounded") + " inputs");
-    const kipp::testing::StoredMatrix m = kipp::testing::make_stored_matrix(type, kOut, kIn, rng);
-    ASSERT_NE(m.w.row_bytes, 0u);
-    // Inputs with a gap after each row that must not be read: NaN would poison any result.
-    const kipp::testing::PreparedRows x = kipp::testing::make_prepared_rows(format, kBatch, kIn, kXStride, rng);
-    const float sentinel = -12345.0f;
-    std::vector<float> out(kBatch * kOutStride, sentinel);
-    ref::matmul(m.w, x.in, out.data(), kOutStride);
-    for (size_t o = 0; o < kOut; ++o)
-      for (size_t r = 0; r < kBatch; ++r) {
-        const kipp::testing::ExactProduct exact = kipp::testing::exact_product(m, x, o, r);
-        EXPECT_NEAR(out[r * kOutStride + o], exact.value, kRelativeTolerance * exact.magnitude)
-            << "row " << r << " output " << o;
-      }
-    for (size_t r = 0; r < kBatch; ++r)
-      for (size_t o = kOut; o < kOutStride; ++o) EXPECT_EQ(out[r * kOutStride + o], sentinel) << "gap written";
-
-    // The determinism contract: a row's outputs do not depend on how many rows ran together.
-    for (size_t r = 0; r < kBatch; ++r) {
-      kipp::kernels::PreparedInput alone_in = x.in;
-      alone_in.rows = 1;
-      alone_in.f32 += r * kXStride;
-      if (x.in.bf16 != nullptr) alone_in.bf16 += r * kIn;
-      if (x.in.q8 != nullptr) {
-        alone_in.q8 += r * kIn;
-        alone_in.q8_scale += r * kIn / 32;
-        alone_in.q8_sum += r * kIn / 32;
-        alone_in.q8_scaled_sum += r * kIn / 32;
-      }
-      if (x.in.f32 == nullptr) alone_in.f32 = nullptr;
-      std::vector<float> alone(kOut);
-      ref::matmul(m.w, alone_in, alone.data(), kOut);
+    for (InputFormat format : {InputFormat::F32, kipp::kernels::input_format(type)}) {
+      SCOPED_TRACE(std::string(kipp::ggml_type_name(type)) + " weights, " +
+                   (format == InputFormat::F32 ? "F32" : "rounded") + " inputs");
+      const kipp::testing::StoredMatrix m = kipp::testing::make_stored_matrix(type, kOut, kIn, rng);
+      ASSERT_NE(m.w.row_bytes, 0u);
+      // Inputs with a gap after each row that must not be read: NaN would poison any result.
+      const kipp::testing::PreparedRows x = kipp::testing::make_prepared_rows(format, kBatch, kIn, kXStride, rng);
+      const float sentinel = -12345.0f;
+      std::vector<float> out(kBatch * kOutStride, sentinel);
+      ref::matmul(m.w, x.in, out.data(), kOutStride);
       for (size_t o = 0; o < kOut; ++o)
-        EXPECT_EQ(float_bits(alone[o]), float_bits(out[r * kOutStride + o])) << "row " << r << " output " << o;
+        for (size_t r = 0; r < kBatch; ++r) {
+          const kipp::testing::ExactProduct exact = kipp::testing::exact_product(m, x, o, r);
+          EXPECT_NEAR(out[r * kOutStride + o], exact.value, kRelativeTolerance * exact.magnitude)
+              << "row " << r << " output " << o;
+        }
+      for (size_t r = 0; r < kBatch; ++r)
+        for (size_t o = kOut; o < kOutStride; ++o) EXPECT_EQ(out[r * kOutStride + o], sentinel) << "gap written";
+
+      // The determinism contract: a row's outputs do not depend on how many rows ran together.
+      for (size_t r = 0; r < kBatch; ++r) {
+        kipp::kernels::PreparedInput alone_in = x.in;
+        alone_in.rows = 1;
+        alone_in.f32 += r * kXStride;
+        if (x.in.bf16 != nullptr) alone_in.bf16 += r * kIn;
+        if (x.in.q8 != nullptr) {
+          alone_in.q8 += r * kIn;
+          alone_in.q8_scale += r * kIn / 32;
+          alone_in.q8_sum += r * kIn / 32;
+          alone_in.q8_scaled_sum += r * kIn / 32;
+        }
+        if (x.in.f32 == nullptr) alone_in.f32 = nullptr;
+        std::vector<float> alone(kOut);
+        ref::matmul(m.w, alone_in, alone.data(), kOut);
+        for (size_t o = 0; o < kOut; ++o)
+          EXPECT_EQ(float_bits(alone[o]), float_bits(out[r * kOutStride + o])) << "row " << r << " output " << o;
+      }
     }
-  }
 }
 
 TEST(KernelPrepareInput, Bf16IsNearestEvenAndQ8IsScaledRoundedCodes) {
@@ -495,8 +495,11 @@ struct KvFixture {
   size_t layer_elements() const { return 2 * kipp::kernels::kKvBlockPositions * kv_width(); }
   size_t block_elements() const { return kLayers * layer_elements(); }
   KvLayerView view(size_t layer) const {
-    return KvLayerView{table.data(), layer * layer_elements(),
-                       layer * layer_elements() + kipp::kernels::kKvBlockPositions * kv_width(), kv_heads, head_dim,
+    return KvLayerView{table.data(),
+                       layer * layer_elements(),
+                       layer * layer_elements() + kipp::kernels::kKvBlockPositions * kv_width(),
+                       kv_heads,
+                       head_dim,
                        kv_width()};
   }
 

@@ -47,7 +47,7 @@ TEST_F(ModelLoad, ValidMicroModelBindsViewsIntoTheMapping) {
   EXPECT_EQ(weights.token_embedding.rows, 80u);
   EXPECT_EQ(weights.token_embedding.cols, 64u);
   EXPECT_EQ(weights.output.data, weights.token_embedding.data);  // tied
-  EXPECT_EQ(weights.layers[1].attn_q.rows, 128u);  // q heads * head_dim, not hidden
+  EXPECT_EQ(weights.layers[1].attn_q.rows, 128u);                // q heads * head_dim, not hidden
   EXPECT_EQ(weights.layers[1].attn_k.rows, 64u);
   EXPECT_EQ(weights.layers[0].ffn_down.cols, 96u);
   // Views are into the file, and hold exactly the bytes written.
@@ -193,8 +193,10 @@ TEST_F(ModelLoad, RegistryEntryMetadataIsAccepted) {
     blueprint.set(gguf_key::kEosTokenId, GgufValue::u32(entry.config.eos_token_id));
     blueprint.tensors.clear();
     if (!entry.config.tie_embeddings) {
-      blueprint.tensors.push_back({"output.weight", {entry.config.hidden_size, 1}, GgmlType::F32, std::vector<uint8_t>(
-                                                                                                       entry.config.hidden_size * 4)});
+      blueprint.tensors.push_back({"output.weight",
+                                   {entry.config.hidden_size, 1},
+                                   GgmlType::F32,
+                                   std::vector<uint8_t>(entry.config.hidden_size * 4)});
     }
     const std::string path = dir_.file("registry.gguf");
     ASSERT_TRUE(blueprint.write(path).ok());
@@ -289,9 +291,9 @@ TEST(Registry, HoldsThirteenValidatedCheckpoints) {
 
 TEST(Registry, ParameterCountsMatchThePublishedOnes) {
   // Published totals (QWEN3_FACTS.md) count the tied embedding once.
-  const std::pair<const char*, uint64_t> published[] = {
-      {"Qwen3-0.6B", 596049920ull}, {"Qwen3-1.7B", 1720574976ull}, {"Qwen3-4B", 4022468096ull},
-      {"Qwen3-8B", 8190735360ull},  {"Qwen3-14B", 14768307200ull}, {"Qwen3-32B", 32762123264ull}};
+  const std::pair<const char*, uint64_t> published[] = {{"Qwen3-0.6B", 596049920ull},  {"Qwen3-1.7B", 1720574976ull},
+                                                        {"Qwen3-4B", 4022468096ull},   {"Qwen3-8B", 8190735360ull},
+                                                        {"Qwen3-14B", 14768307200ull}, {"Qwen3-32B", 32762123264ull}};
   for (const auto& [name, count] : published) {
     const RegistryEntry* entry = Registry::builtin().find(name);
     ASSERT_NE(entry, nullptr) << name;

@@ -71,8 +71,9 @@ std::vector<std::string> files_ending_in(const std::string& dir, const std::stri
 class HubServer {
  public:
   HubServer(const std::string& root, const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"/usr/bin/python3", std::string(KIPP_SOURCE_DIR) + "/tools/hub_test_server.py",
-                                     "--root", root, "--port", "0", "--quiet"};
+    std::vector<std::string> args = {
+        "/usr/bin/python3", std::string(KIPP_SOURCE_DIR) + "/tools/hub_test_server.py", "--root", root, "--port", "0",
+        "--quiet"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
@@ -256,8 +257,8 @@ TEST_F(PullTest, ShardedCheckpointBehindLfsRedirectsIsDiscoveredFromTheIndex) {
   pull.scheme = kipp::QuantScheme::Q8_0;
   auto result = kipp::pull_checkpoint(pull);
   ASSERT_TRUE(result.ok()) << result.message() << "\n" << log_;
-  for (const char* shard : {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors",
-                            "model-00003-of-00003.safetensors"}) {
+  for (const char* shard :
+       {"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"}) {
     const kipp::PulledFile* file = find_file(*result, shard);
     ASSERT_NE(file, nullptr) << shard;
     // From X-Linked-Etag on the redirect; the CDN's own ETag is an MD5 and must not count.
@@ -512,8 +513,8 @@ TEST(PullHelpers, EtagsUrlsNamesAndDirectories) {
   EXPECT_EQ(kipp::url_encode_segment("a b/c"), "a%20b%2Fc");
 
   EXPECT_TRUE(kipp::check_shard_name("model-00001-of-00002.safetensors").ok());
-  for (const char* bad : {"../model.safetensors", "a/b.safetensors", ".hidden.safetensors", "model.bin",
-                          "", "x..y.safetensors", "a\\b.safetensors"}) {
+  for (const char* bad : {"../model.safetensors", "a/b.safetensors", ".hidden.safetensors", "model.bin", "",
+                          "x..y.safetensors", "a\\b.safetensors"}) {
     EXPECT_FALSE(kipp::check_shard_name(bad).ok()) << bad;
   }
   EXPECT_TRUE(kipp::check_repository_id("Qwen/Qwen3-0.6B").ok());

@@ -40,8 +40,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // A failure's status, with the message it left behind checked to be present.
 ::testing::AssertionResult failed_with(kipp_status status, kipp_status expected) {
   if (status != expected)
-    return ::testing::AssertionFailure() << "status " << status << ", expected " << expected << " (" << kipp_last_error()
-                                       << ")";
+    return ::testing::AssertionFailure() << "status " << status << ", expected " << expected << " ("
+                                         << kipp_last_error() << ")";
   if (std::strlen(kipp_last_error()) == 0) return ::testing::AssertionFailure() << "kipp_last_error() is empty";
   return ::testing::AssertionSuccess() << kipp_last_error();
 }
@@ -362,7 +362,8 @@ TEST_F(CApiErrors, BadCountsAndOptionsAreInvalid) {
   kipp_session* session = new_session();
   const auto tokens = some_tokens(3);
   std::vector<float> logits(4 * kVocab);
-  EXPECT_TRUE(failed_with(kipp_session_eval_n(session, tokens.data(), 3, 4, logits.data()), KIPP_ERROR_INVALID_ARGUMENT));
+  EXPECT_TRUE(
+      failed_with(kipp_session_eval_n(session, tokens.data(), 3, 4, logits.data()), KIPP_ERROR_INVALID_ARGUMENT));
   EXPECT_TRUE(failed_with(kipp_session_truncate(session, 1), KIPP_ERROR_INVALID_ARGUMENT));
   kipp_session* unused = nullptr;
   EXPECT_TRUE(failed_with(kipp_session_create(model_, 257, 0, &unused), KIPP_ERROR_INVALID_ARGUMENT));

@@ -67,8 +67,8 @@ SessionOptions pooled_options(std::vector<uint32_t> block_order = {}) {
     return ::testing::AssertionFailure() << "sizes differ: " << expected.size() << " vs " << actual.size();
   for (size_t i = 0; i < expected.size(); ++i)
     if (std::bit_cast<uint32_t>(expected[i]) != std::bit_cast<uint32_t>(actual[i]))
-      return ::testing::AssertionFailure() << "first difference at float " << i << ": " << expected[i] << " vs "
-                                           << actual[i];
+      return ::testing::AssertionFailure()
+             << "first difference at float " << i << ": " << expected[i] << " vs " << actual[i];
   return ::testing::AssertionSuccess();
 }
 
@@ -105,7 +105,9 @@ class EngineTest : public ::testing::Test {
     auto session = new_session(engine);
     return eval(*session, tokens, static_cast<uint32_t>(tokens.size()));
   }
-  std::vector<float> all_logits_private(std::span<const uint32_t> tokens) { return all_logits_private(*engine_, tokens); }
+  std::vector<float> all_logits_private(std::span<const uint32_t> tokens) {
+    return all_logits_private(*engine_, tokens);
+  }
 
   // Rows [first, first + count) of a row-major logits block.
   std::span<const float> rows_of(const std::vector<float>& logits, size_t first, size_t count) const {
@@ -279,8 +281,7 @@ TEST_F(EngineTest, TruncateThenReevalIsBitwiseEqual) {
     SCOPED_TRACE(cut);
     ASSERT_TRUE(session->truncate(cut).ok());
     EXPECT_EQ(session->length(), cut);
-    EXPECT_TRUE(bitwise_equal(rows_of(all, cut, 90 - cut),
-                              eval(*session, std::span(tokens).subspan(cut), 90 - cut)));
+    EXPECT_TRUE(bitwise_equal(rows_of(all, cut, 90 - cut), eval(*session, std::span(tokens).subspan(cut), 90 - cut)));
   }
   EXPECT_FALSE(session->truncate(91).ok());
   EXPECT_EQ(session->length(), 90u);
@@ -328,9 +329,7 @@ class EnginePoolTest : public EngineTest {
   std::unique_ptr<Engine> open_pooled(uint32_t pool_blocks) {
     return open_engine(EngineOptions{.pool_blocks = pool_blocks});
   }
-  static std::unique_ptr<Session> pooled_session(Engine& engine) {
-    return new_session(engine, pooled_options());
-  }
+  static std::unique_ptr<Session> pooled_session(Engine& engine) { return new_session(engine, pooled_options()); }
   // Evaluates `tokens` in a pooled session that then closes, publishing its full blocks.
   void publish(Engine& engine, std::span<const uint32_t> tokens) {
     auto writer = pooled_session(engine);
@@ -338,8 +337,8 @@ class EnginePoolTest : public EngineTest {
   }
   // Evaluates the rest of `tokens` in `session`, which holds their first `from`: its logits must
   // equal those a private session gives for the same positions.
-  ::testing::AssertionResult continues_like_private(Engine& engine, Session& session,
-                                                    std::span<const uint32_t> tokens, uint32_t from) {
+  ::testing::AssertionResult continues_like_private(Engine& engine, Session& session, std::span<const uint32_t> tokens,
+                                                    uint32_t from) {
     const auto rest = static_cast<uint32_t>(tokens.size() - from);
     return bitwise_equal(rows_of(all_logits_private(engine, tokens), from, rest),
                          eval(session, tokens.subspan(from), rest));
@@ -463,7 +462,7 @@ TEST_F(EnginePoolTest, BatchExhaustionChangesNoSession) {
                               p_tokens = random_tokens(22, 20);
   auto session_a = pooled_session(*engine);
   auto session_c = pooled_session(*engine);
-  auto session_p = new_session(*engine);  // a private session in the same batch
+  auto session_p = new_session(*engine);            // a private session in the same batch
   eval(*session_a, std::span(a_tokens).first(40));  // 2 blocks
   eval(*session_p, std::span(p_tokens).first(10));
   const PoolStats before = engine->pool_stats();
@@ -696,8 +695,8 @@ TEST_F(EngineTest, BatchMatchesEachSessionAlone) {
   std::vector<BatchItem> items;
   for (size_t i = 0; i < 3; ++i) {
     batch_logits[i].resize(logit_rows[i] * vocab());
-    items.push_back({batched[i].get(), std::span(sequences[i]).subspan(prefix_lengths[i]), logit_rows[i],
-                     batch_logits[i].data()});
+    items.push_back(
+        {batched[i].get(), std::span(sequences[i]).subspan(prefix_lengths[i]), logit_rows[i], batch_logits[i].data()});
   }
   const Status status = engine_->eval_batch(items);
   ASSERT_TRUE(status.ok()) << status.message();

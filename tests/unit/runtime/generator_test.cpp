@@ -368,7 +368,8 @@ class SpeculativeTest : public GeneratorTest {
     EXPECT_EQ(a.session_tokens, b.session_tokens);
     if (a.result.tokens.size() == b.result.tokens.size())
       for (size_t i = 0; i < a.result.tokens.size(); ++i) {
-        EXPECT_EQ(std::bit_cast<uint32_t>(a.result.tokens[i].logprob), std::bit_cast<uint32_t>(b.result.tokens[i].logprob));
+        EXPECT_EQ(std::bit_cast<uint32_t>(a.result.tokens[i].logprob),
+                  std::bit_cast<uint32_t>(b.result.tokens[i].logprob));
         EXPECT_EQ(a.result.tokens[i].top.size(), b.result.tokens[i].top.size());
       }
     EXPECT_LE(b.result.stats.decode_steps, a.result.stats.decode_steps);

@@ -109,9 +109,9 @@ TEST(DraftGate, DraftLengthRampsUpOnFullAcceptanceAndFallsBackOnRejection) {
   gate.record(4, 4, 10);
   EXPECT_EQ(gate.draft_length(8), 8u);
   gate.record(8, 8, 19);
-  EXPECT_EQ(gate.draft_length(8), 8u);   // capped by the caller's maximum
+  EXPECT_EQ(gate.draft_length(8), 8u);  // capped by the caller's maximum
   EXPECT_EQ(gate.draft_length(64), 16u);
-  gate.record(8, 3, 23);                 // 3 accepted: next time one more than that
+  gate.record(8, 3, 23);  // 3 accepted: next time one more than that
   EXPECT_EQ(gate.draft_length(8), 4u);
   gate.record(4, 0, 24);
   EXPECT_EQ(gate.draft_length(8), 1u);
@@ -123,7 +123,7 @@ TEST(DraftGate, CooldownDoublesOnConsecutiveClosures) {
   EXPECT_FALSE(gate.open(10));
   EXPECT_TRUE(gate.open(11));
   EXPECT_EQ(gate.draft_length(8), 1u);  // the retry starts short
-  gate.record(2, 0, 12);  // closes again: until 12 + 20
+  gate.record(2, 0, 12);                // closes again: until 12 + 20
   EXPECT_FALSE(gate.open(31));
   EXPECT_TRUE(gate.open(32));
   gate.record(2, 2, 33);  // a good window ends the run of closures

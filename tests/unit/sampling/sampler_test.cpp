@@ -71,8 +71,10 @@ std::vector<double> expected_distribution(const std::vector<float>& logits, cons
   std::vector<size_t> kept;
   for (size_t id : order) {
     p[id] = std::exp(v[id] - max);
-    if (p[id] >= params.min_p) kept.push_back(id);
-    else p[id] = 0;
+    if (p[id] >= params.min_p)
+      kept.push_back(id);
+    else
+      p[id] = 0;
   }
   double total = 0;
   for (size_t id : kept) total += p[id];
@@ -746,7 +748,8 @@ TEST(Sampler, GreedyEqualsTheArgmaxOfEveryWorkingValue) {
           const auto count = static_cast<double>(std::count(last.begin(), last.end(), id));
           if (count == 0) continue;
           double& x = working[id];
-          x = x > 0 ? x / static_cast<double>(params.repetition_penalty) : x * static_cast<double>(params.repetition_penalty);
+          x = x > 0 ? x / static_cast<double>(params.repetition_penalty)
+                    : x * static_cast<double>(params.repetition_penalty);
           x -= count * static_cast<double>(params.frequency_penalty) + static_cast<double>(params.presence_penalty);
         }
       }

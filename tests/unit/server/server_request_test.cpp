@@ -122,10 +122,10 @@ TEST(ServerRequest, RangesNameTheirParam) {
 }
 
 TEST(ServerRequest, FieldsThatWouldChangeTheOutputAreRefused) {
-  for (const char* field : {R"(, "tools": [{"type": "function", "function": {"name": "f"}}])",
-                            R"(, "tool_choice": "required")", R"(, "response_format": {"type": "json_object"})",
-                            R"(, "functions": [{"name": "f"}])", R"(, "logits_processors": ["x"])",
-                            R"(, "reasoning_effort": "low")", R"(, "min_tokens": 3)"}) {
+  for (const char* field :
+       {R"(, "tools": [{"type": "function", "function": {"name": "f"}}])", R"(, "tool_choice": "required")",
+        R"(, "response_format": {"type": "json_object"})", R"(, "functions": [{"name": "f"}])",
+        R"(, "logits_processors": ["x"])", R"(, "reasoning_effort": "low")", R"(, "min_tokens": 3)"}) {
     const std::string param = refused_param(field, Endpoint::ChatCompletions);
     EXPECT_NE(std::string(field).find(param), std::string::npos) << field << " named " << param;
   }

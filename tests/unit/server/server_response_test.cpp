@@ -192,16 +192,16 @@ TEST(ServerMetrics, PrometheusText) {
   gauges.kv_blocks_total = 100;
   metrics.set_gauges(gauges);
   const std::string text = metrics.render();
-  for (const char* line : {"kipp_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n",
-                           "kipp_requests_total{endpoint=\"/health\",status=\"404\"} 1\n",
-                           "kipp_prompt_tokens_total 12\n", "kipp_generated_tokens_total 5\n", "kipp_queue_depth 2\n",
-                           "kipp_batch_occupancy 3\n", "kipp_batch_capacity 16\n", "kipp_kv_pool_blocks_used 7\n",
-                           "kipp_kv_pool_blocks_total 100\n", "kipp_prefix_reuse_hits_total 1\n",
-                           "kipp_prefix_cached_tokens_total 64\n",
-                           "kipp_time_to_first_token_seconds_bucket{le=\"0.25\"} 1\n",
-                           "kipp_time_to_first_token_seconds_bucket{le=\"0.1\"} 0\n",
-                           "kipp_request_duration_seconds_bucket{le=\"+Inf\"} 1\n",
-                           "kipp_request_duration_seconds_count 1\n", "# TYPE kipp_request_duration_seconds histogram\n"})
+  for (const char* line :
+       {"kipp_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n",
+        "kipp_requests_total{endpoint=\"/health\",status=\"404\"} 1\n", "kipp_prompt_tokens_total 12\n",
+        "kipp_generated_tokens_total 5\n", "kipp_queue_depth 2\n", "kipp_batch_occupancy 3\n",
+        "kipp_batch_capacity 16\n", "kipp_kv_pool_blocks_used 7\n", "kipp_kv_pool_blocks_total 100\n",
+        "kipp_prefix_reuse_hits_total 1\n", "kipp_prefix_cached_tokens_total 64\n",
+        "kipp_time_to_first_token_seconds_bucket{le=\"0.25\"} 1\n",
+        "kipp_time_to_first_token_seconds_bucket{le=\"0.1\"} 0\n",
+        "kipp_request_duration_seconds_bucket{le=\"+Inf\"} 1\n", "kipp_request_duration_seconds_count 1\n",
+        "# TYPE kipp_request_duration_seconds histogram\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line;
 }
 
@@ -209,8 +209,8 @@ TEST(ServerSecurity, LoopbackAndKeyComparison) {
   for (const char* host : {"127.0.0.1", "127.1.2.3", "127.255.255.255", "localhost", "LocalHost", "::1", "[::1]"})
     EXPECT_TRUE(is_loopback_host(host)) << host;
   for (const char* host : {"0.0.0.0", "::", "192.168.1.2", "example.com", "127.0.0.1.evil.com", "127.evil.com",
-                           "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.-1", "127..0.1", "127.0.0.1 ", "0127.0.0.1",
-                           "127.0.0.1:80", "localhost.evil.com", "[::1]x", ""})
+                           "127.0.0", "127.0.0.1.5", "127.0.0.256", "127.0.0.-1", "127..0.1", "127.0.0.1 ",
+                           "0127.0.0.1", "127.0.0.1:80", "localhost.evil.com", "[::1]x", ""})
     EXPECT_FALSE(is_loopback_host(host)) << host;
   EXPECT_TRUE(constant_time_equal("secret", "secret"));
   EXPECT_FALSE(constant_time_equal("secret", "secreT"));
@@ -220,13 +220,33 @@ TEST(ServerSecurity, LoopbackAndKeyComparison) {
 
 TEST(ServerSecurity, HostHeaderOfALoopbackBindNamesThisMachineOnly) {
   for (const char* bound : {"127.0.0.1", "localhost", "::1"}) {
-    for (const char* host : {"127.0.0.1", "127.0.0.1:8080", "127.9.8.7:1", "localhost", "localhost:8080", "LOCALHOST:8080",
-                             "[::1]", "[::1]:8080"})
+    for (const char* host : {"127.0.0.1", "127.0.0.1:8080", "127.9.8.7:1", "localhost", "localhost:8080",
+                             "LOCALHOST:8080", "[::1]", "[::1]:8080"})
       EXPECT_TRUE(host_header_allowed(host, bound)) << bound << " / " << host;
-    for (const char* host : {"127.0.0.1.evil.com", "127.0.0.1.evil.com:8080", "127.evil.com", "localhost.evil.com:8080",
-                             "evil.com", "evil.com:8080", "localhost:", "localhost:80x", "localhost:123456", "localhost:8080:1",
-                             "127.0.0.1:8080@evil.com", "127.0.0.1 evil.com", "::1", "[::1", "[::1]evil", "[::1]:x", "[]",
-                             "[::2]:8080", "192.168.1.2:8080", "0.0.0.0", "", ":8080", "127.0.0.1.", "127.0.0.300"})
+    for (const char* host : {"127.0.0.1.evil.com",
+                             "127.0.0.1.evil.com:8080",
+                             "127.evil.com",
+                             "localhost.evil.com:8080",
+                             "evil.com",
+                             "evil.com:8080",
+                             "localhost:",
+                             "localhost:80x",
+                             "localhost:123456",
+                             "localhost:8080:1",
+                             "127.0.0.1:8080@evil.com",
+                             "127.0.0.1 evil.com",
+                             "::1",
+                             "[::1",
+                             "[::1]evil",
+                             "[::1]:x",
+                             "[]",
+                             "[::2]:8080",
+                             "192.168.1.2:8080",
+                             "0.0.0.0",
+                             "",
+                             ":8080",
+                             "127.0.0.1.",
+                             "127.0.0.300"})
       EXPECT_FALSE(host_header_allowed(host, bound)) << bound << " / " << host;
   }
 }
@@ -234,7 +254,8 @@ TEST(ServerSecurity, HostHeaderOfALoopbackBindNamesThisMachineOnly) {
 TEST(ServerSecurity, HostHeaderOfAnExposedBindNamesItOrLoopback) {
   for (const char* host : {"192.168.1.2", "192.168.1.2:8080", "localhost:8080", "127.0.0.1"})
     EXPECT_TRUE(host_header_allowed(host, "192.168.1.2")) << host;
-  for (const char* host : {"192.168.1.2.evil.com", "192.168.1.20", "evil.com:8080", "192.168.1.2:80x", "[192.168.1.2]x"})
+  for (const char* host :
+       {"192.168.1.2.evil.com", "192.168.1.20", "evil.com:8080", "192.168.1.2:80x", "[192.168.1.2]x"})
     EXPECT_FALSE(host_header_allowed(host, "192.168.1.2")) << host;
   EXPECT_TRUE(host_header_allowed("MyBox.lan:8080", "mybox.lan"));
   EXPECT_FALSE(host_header_allowed("mybox.lan.evil.com", "mybox.lan"));

@@ -45,7 +45,7 @@ GenerationRequest greedy_request(std::vector<uint32_t> prompt, uint32_t max_toke
 struct Outcome {
   std::vector<std::string> text;  // per choice
   std::vector<std::string> finish;
-  std::vector<uint32_t> tokens;   // reported tokens per choice (logprobs on)
+  std::vector<uint32_t> tokens;  // reported tokens per choice (logprobs on)
   std::optional<Usage> usage;
   std::string error;
   bool timed_out = false;
@@ -65,9 +65,15 @@ Outcome collect(RequestChannel& channel, uint32_t n, std::chrono::seconds limit 
         out.text[event->choice] += event->reasoning + event->content;
         out.tokens[event->choice] += static_cast<uint32_t>(event->tokens.size());
         break;
-      case Event::Kind::Finish: out.finish[event->choice] = event->finish_reason; break;
-      case Event::Kind::Done: out.usage = event->usage; return out;
-      case Event::Kind::Error: out.error = event->error; return out;
+      case Event::Kind::Finish:
+        out.finish[event->choice] = event->finish_reason;
+        break;
+      case Event::Kind::Done:
+        out.usage = event->usage;
+        return out;
+      case Event::Kind::Error:
+        out.error = event->error;
+        return out;
     }
   }
   out.timed_out = true;
@@ -120,7 +126,8 @@ TEST_F(ServerScheduler, BatchedRequestsGiveExactlyTheirIsolatedGreedyOutputs) {
   }
   // All at once: decoded together, prompts prefilled in chunks between decode steps.
   std::vector<std::shared_ptr<RequestChannel>> channels;
-  for (size_t i = 0; i < prompts.size(); ++i) channels.push_back(submit(*scheduler, greedy_request(prompts[i], lengths[i])));
+  for (size_t i = 0; i < prompts.size(); ++i)
+    channels.push_back(submit(*scheduler, greedy_request(prompts[i], lengths[i])));
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_TRUE(channels[i]);
     const Outcome out = collect(*channels[i], 1);

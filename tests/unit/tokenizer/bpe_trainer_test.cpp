@@ -175,7 +175,8 @@ TEST(BpeTrainer, MatchesTheNaiveAlgorithmOnRandomCorpora) {
     const uint64_t min_frequency = round % 3;
     const uint32_t vocab_size = 256 + 3 + static_cast<uint32_t>(rng() % 120);
     const std::vector<std::string> specials{"<a>", "<b>", "<c>"};
-    auto fast = train_bpe(counts, {.vocab_size = vocab_size, .special_tokens = specials, .min_frequency = min_frequency});
+    auto fast =
+        train_bpe(counts, {.vocab_size = vocab_size, .special_tokens = specials, .min_frequency = min_frequency});
     ASSERT_TRUE(fast.ok()) << fast.message();
     const TrainedTokenizer slow = naive_bpe(counts, vocab_size, min_frequency, specials);
     ASSERT_EQ(merge_texts(*fast), merge_texts(slow)) << "round " << round;
@@ -199,7 +200,8 @@ TEST(BpeTrainer, VocabSizeCountsBytesMergesAndSpecials) {
   }
   auto too_small = train_bpe(*counts, {.vocab_size = 262, .special_tokens = specials, .min_frequency = 1});
   ASSERT_FALSE(too_small.ok());
-  EXPECT_TRUE(has_substr(too_small.message(), "--vocab-size 262 is too small: the 256 byte tokens and 7 special tokens need 263"));
+  EXPECT_TRUE(has_substr(too_small.message(),
+                         "--vocab-size 262 is too small: the 256 byte tokens and 7 special tokens need 263"));
 }
 
 TEST(BpeTrainer, RejectsBadSpecialTokens) {
@@ -217,12 +219,15 @@ TEST(BpeTrainer, RejectsBadSpecialTokens) {
 TEST(BpeWordCounts, SplitsLikeTheEncoderAndLeavesSpecialTokensOut) {
   auto counts = count_words_in_text("Hello world<eos>Hello  world\n\nit's 42", {.special_tokens = {"<eos>"}});
   ASSERT_TRUE(counts.ok()) << counts.message();
-  const std::vector<std::pair<std::string, uint64_t>> expected{
-      {"\n\n", 1}, {" ", 2}, {" world", 2}, {"'s", 1}, {"2", 1}, {"4", 1}, {"Hello", 2}, {"it", 1}};
+  const std::vector<std::pair<std::string, uint64_t>> expected{{"\n\n", 1}, {" ", 2}, {" world", 2}, {"'s", 1},
+                                                               {"2", 1},    {"4", 1}, {"Hello", 2},  {"it", 1}};
   EXPECT_EQ(counts->words, expected);
   EXPECT_EQ(counts->pieces, 11u);
   // NFC first: "e" + U+0301 is counted as "é".
-  auto nfc = count_words_in_text("caf" "e\xCC\x81", {});
+  auto nfc = count_words_in_text(
+      "caf"
+      "e\xCC\x81",
+      {});
   ASSERT_TRUE(nfc.ok());
   ASSERT_EQ(nfc->words.size(), 1u);
   EXPECT_EQ(nfc->words[0].first, "caf\xC3\xA9");
@@ -232,9 +237,11 @@ TEST(BpeWordCounts, ThreadsAndBlocksDoNotChangeTheCounts) {
   testing::TempDir dir;
   std::string text;
   std::mt19937 rng(7);
-  const std::vector<std::string> parts{"the ", "cat", "\n", "\n\n", "  ", "\t", "It's ", "42", "naïve ", "日本語",
-                                       "<eos>", "x\n", " \n y", "🙂", "e\xCC\x81", "\r\n", "!!", "\n)", "\n\xCC\x81",
-                                       "\nпривет ", "\n\xE3\x80\x80x", "\n\xC2\xA0", "\n日"};
+  const std::vector<std::string> parts{
+      "the ",       "cat",    "\n",     "\n\n",  "  ",         "\t",        "It's ",
+      "42",         "naïve ", "日本語", "<eos>", "x\n",        " \n y",     "🙂",
+      "e\xCC\x81",  "\r\n",   "!!",     "\n)",   "\n\xCC\x81", "\nпривет ", "\n\xE3\x80\x80x",
+      "\n\xC2\xA0", "\n日"};
   for (int i = 0; i < 4000; ++i) text += parts[rng() % parts.size()];
   write_bytes(dir.file("a.txt"), text);
   const std::string prefix = text.substr(0, text.find("\nx", 1000) + 1);  // whole characters
@@ -252,7 +259,8 @@ TEST(BpeWordCounts, ThreadsAndBlocksDoNotChangeTheCounts) {
   EXPECT_EQ(reference->bytes, text.size() + prefix.size());
   for (size_t threads : {1, 2, 3}) {
     for (size_t block : {1, 7, 100, 4096}) {
-      auto counts = count_words_in_files(files, {.special_tokens = {"<eos>"}, .threads = threads, .block_bytes = block});
+      auto counts =
+          count_words_in_files(files, {.special_tokens = {"<eos>"}, .threads = threads, .block_bytes = block});
       ASSERT_TRUE(counts.ok()) << counts.message();
       EXPECT_EQ(counts->words, reference->words) << threads << " threads, block " << block;
       EXPECT_EQ(counts->pieces, reference->pieces);
@@ -262,9 +270,12 @@ TEST(BpeWordCounts, ThreadsAndBlocksDoNotChangeTheCounts) {
 
 TEST(BpeWordCounts, ErrorsNameTheFileAndOffset) {
   testing::TempDir dir;
-  write_bytes(dir.file("bad.txt"), "line one\nline two\nab\xFF" "cd\n");
+  write_bytes(dir.file("bad.txt"),
+              "line one\nline two\nab\xFF"
+              "cd\n");
   for (size_t block : {3, 1 << 20}) {
-    auto counts = count_words_in_files({dir.file("bad.txt")}, {.special_tokens = {}, .threads = 2, .block_bytes = block});
+    auto counts =
+        count_words_in_files({dir.file("bad.txt")}, {.special_tokens = {}, .threads = 2, .block_bytes = block});
     ASSERT_FALSE(counts.ok());
     EXPECT_EQ(counts.message(), dir.file("bad.txt") + ": invalid UTF-8 at byte offset 20 (byte 0xFF)");
   }
@@ -286,11 +297,21 @@ std::string random_utf8(std::mt19937& rng, size_t length) {
     const auto r = static_cast<uint32_t>(rng());
     uint32_t cp;
     switch (r % 5) {
-      case 0: cp = 0x20 + r / 5 % 0x5F; break;
-      case 1: cp = static_cast<uint32_t>("\n\t \r"[r / 5 % 4]); break;
-      case 2: cp = 0xA0 + r / 5 % 0x700; break;
-      case 3: cp = 0x3000 + r / 5 % 0x6000; break;
-      default: cp = 0x1F300 + r / 5 % 0x300; break;
+      case 0:
+        cp = 0x20 + r / 5 % 0x5F;
+        break;
+      case 1:
+        cp = static_cast<uint32_t>("\n\t \r"[r / 5 % 4]);
+        break;
+      case 2:
+        cp = 0xA0 + r / 5 % 0x700;
+        break;
+      case 3:
+        cp = 0x3000 + r / 5 % 0x6000;
+        break;
+      default:
+        cp = 0x1F300 + r / 5 % 0x300;
+        break;
     }
     if (cp >= 0xD800 && cp < 0xE000) cp = 'x';
     if (cp < 0x80) {
@@ -345,7 +366,8 @@ TEST(BpeTokenizerJson, TrainedTokenizerLoadsAndEncodesTheTrainingWords) {
   for (int i = 0; i < 50; ++i) corpus += "The tokenizer tokenizes tokens. It's 2024!\n  hello   world\n";
   auto counts = count_words_in_text(corpus, {.special_tokens = default_special_tokens()});
   ASSERT_TRUE(counts.ok());
-  auto trained = train_bpe(*counts, {.vocab_size = 400, .special_tokens = default_special_tokens(), .min_frequency = 2});
+  auto trained =
+      train_bpe(*counts, {.vocab_size = 400, .special_tokens = default_special_tokens(), .min_frequency = 2});
   ASSERT_TRUE(trained.ok());
   EXPECT_TRUE(trained->stopped_early);  // every word became one token
   testing::TempDir dir;

@@ -3,10 +3,10 @@
 // exhaustive comparison with an independent implementation is the golden test.
 #include <gtest/gtest.h>
 
+#include <utf8proc.h>
 #include <chrono>
 #include <random>
 #include <thread>
-#include <utf8proc.h>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -66,9 +66,9 @@ std::string cp(uint32_t code_point) {
 
 std::string reference_nfc(const std::string& text) {
   utf8proc_uint8_t* result = nullptr;
-  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                              static_cast<utf8proc_ssize_t>(text.size()), &result,
-                              static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  const auto n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &result, static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   EXPECT_GE(n, 0);
   std::string out(reinterpret_cast<const char*>(result), static_cast<size_t>(n < 0 ? 0 : n));
   std::free(result);
@@ -194,8 +194,8 @@ TEST(Pretokenizer, EveryBranchOfTheQwen2Pattern) {
 TEST(Pretokenizer, WhitespaceIsUnicodeWhiteSpace) {
   // Rust/Oniguruma `\s` = White_Space. A whitespace char X in "aXXb" gives a, X, Xb (the
   // lookahead leaves the last one to prefix the word); a non-space symbol gives a, XX, b.
-  const uint32_t white_space[] = {0x09, 0x0B, 0x0C, 0x20, 0x85, 0xA0, 0x1680, 0x2000, 0x2005, 0x200A,
-                                  0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
+  const uint32_t white_space[] = {0x09,   0x0B,   0x0C,   0x20,   0x85,   0xA0,   0x1680, 0x2000,
+                                  0x2005, 0x200A, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000};
   for (const uint32_t c : white_space) {
     const std::string x = cp(c);
     EXPECT_EQ(split("a" + x + x + "b"), (Pieces{"a", x, x + "b"})) << "U+" << std::hex << c;
@@ -228,8 +228,8 @@ TEST(Pretokenizer, RewriteLeavesNoPcre2WhitespaceClass) {
 
 TEST(Pretokenizer, PiecesCoverTheText) {
   std::mt19937 rng(7);
-  const uint32_t pool[] = {'a', 'Z', ' ', '\n', '\r', '\t', '1', '\'', 's', '!', 0x85, 0xA0, 0x180E, 0x3000,
-                           0x4E2D, 0x301, 0x1F600, 0xFEFF, 0x17F, 0};
+  const uint32_t pool[] = {'a',  'Z',  ' ',    '\n',   '\r',   '\t',  '1',     '\'',   's',   '!',
+                           0x85, 0xA0, 0x180E, 0x3000, 0x4E2D, 0x301, 0x1F600, 0xFEFF, 0x17F, 0};
   for (int round = 0; round < 2000; ++round) {
     std::string text;
     const int length = static_cast<int>(rng() % 24);
@@ -249,7 +249,7 @@ TEST(Tokenizer, NormalizesToNfc) {
   EXPECT_EQ(encode("e" + cp(0x301)), bytes_of(cp(0xE9)));
   EXPECT_EQ(encode(cp(0xE9)), bytes_of(cp(0xE9)));
   EXPECT_EQ(encode(cp(0x1100) + cp(0x1161)), bytes_of(cp(0xAC00)));  // conjoining jamo -> syllable
-  EXPECT_EQ(encode(cp(0x212B)), bytes_of(cp(0xC5)));                  // ANGSTROM SIGN -> Å
+  EXPECT_EQ(encode(cp(0x212B)), bytes_of(cp(0xC5)));                 // ANGSTROM SIGN -> Å
   EXPECT_EQ(encode(std::string("a\0b", 3)), bytes_of(std::string("a\0b", 3)));
 }
 
@@ -271,8 +271,9 @@ TEST(Normalizer, InertCodePointsAreStableUnderNfc) {
 
 TEST(Normalizer, PiecewiseNormalizationEqualsWholeText) {
   std::mt19937 rng(3);
-  const uint32_t pool[] = {'a', 'e', 'A', '>', ' ', 0xE9, 0x300, 0x301, 0x323, 0x338, 0x1100, 0x1161, 0x11A8,
-                           0xAC00, 0x3099, 0x304B, 0x212B, 0x2014, 0x201C, 0x1F600, 0x4E2D, 0xF900, 0x0B47, 0x0B3E};
+  const uint32_t pool[] = {'a',    'e',    'A',    '>',     ' ',    0xE9,   0x300,  0x301,
+                           0x323,  0x338,  0x1100, 0x1161,  0x11A8, 0xAC00, 0x3099, 0x304B,
+                           0x212B, 0x2014, 0x201C, 0x1F600, 0x4E2D, 0xF900, 0x0B47, 0x0B3E};
   std::string storage;
   for (int round = 0; round < 20000; ++round) {
     std::string text;
@@ -285,10 +286,16 @@ TEST(Normalizer, PiecewiseNormalizationEqualsWholeText) {
 // ---- errors ----------------------------------------------------------------------------
 
 TEST(Tokenizer, InvalidUtf8IsAnErrorWithTheByteOffset) {
-  EXPECT_NE(error_of("ab\xFF" "c").find("byte offset 2 (byte 0xFF)"), std::string::npos) << error_of("ab\xFF" "c");
-  EXPECT_NE(error_of("x\xE2\x82").find("byte offset 1"), std::string::npos);              // truncated
-  EXPECT_NE(error_of("xy\xED\xA0\x80").find("byte offset 2"), std::string::npos);         // surrogate
-  EXPECT_NE(error_of("\xC0\xAF").find("byte offset 0"), std::string::npos);               // overlong
+  EXPECT_NE(error_of("ab\xFF"
+                     "c")
+                .find("byte offset 2 (byte 0xFF)"),
+            std::string::npos)
+      << error_of(
+             "ab\xFF"
+             "c");
+  EXPECT_NE(error_of("x\xE2\x82").find("byte offset 1"), std::string::npos);                    // truncated
+  EXPECT_NE(error_of("xy\xED\xA0\x80").find("byte offset 2"), std::string::npos);               // surrogate
+  EXPECT_NE(error_of("\xC0\xAF").find("byte offset 0"), std::string::npos);                     // overlong
   EXPECT_NE(error_of("abcdefghij\xF4\x90\x80\x80").find("byte offset 10"), std::string::npos);  // > U+10FFFF
   EXPECT_NE(error_of("<think>\x80").find("byte offset 7"), std::string::npos);
   EXPECT_FALSE(small_tokenizer().encode("\xFF", SpecialTokens::PlainText).ok());
@@ -359,11 +366,11 @@ TEST(Tokenizer, CreateValidatesTheData) {
 
 // A random valid UTF-8 string drawn from the code points that exercise each stage.
 std::string random_text(std::mt19937& rng) {
-  static const uint32_t pool[] = {'a', 'b', 'c', 'e', 'h', 'l', 'o', 't', 's', 'S', 'x', ' ', ' ', '\n', '\r', '\t',
-                                  '1', '9', '\'', '!', '<', '>', '|', '_', 0, 0x7F, 0x85, 0xA0, 0xAD, 0xE9, 0x17F,
-                                  0x300, 0x301, 0x308, 0x338, 0x1100, 0x1161, 0x11A8, 0x180E, 0x200D, 0x2028,
-                                  0x212B, 0x3000, 0x3099, 0x4E2D, 0xAC00, 0xFEFF, 0xFFFD, 0x1F600, 0x1F3FD,
-                                  0x1F468, 0x10FFFF};
+  static const uint32_t pool[] = {
+      'a',    'b',    'c',    'e',    'h',    'l',    'o',    't',    's',    'S',     'x',     ' ',     ' ',
+      '\n',   '\r',   '\t',   '1',    '9',    '\'',   '!',    '<',    '>',    '|',     '_',     0,       0x7F,
+      0x85,   0xA0,   0xAD,   0xE9,   0x17F,  0x300,  0x301,  0x308,  0x338,  0x1100,  0x1161,  0x11A8,  0x180E,
+      0x200D, 0x2028, 0x212B, 0x3000, 0x3099, 0x4E2D, 0xAC00, 0xFEFF, 0xFFFD, 0x1F600, 0x1F3FD, 0x1F468, 0x10FFFF};
   static const char* const fragments[] = {"<think>", "<|im_start|>", "<|im", "think>x", "ab", "bc", "'s", "hello"};
   std::string text;
   const int length = static_cast<int>(rng() % 32);
@@ -402,8 +409,8 @@ TEST(Tokenizer, RoundTripIsNfcOfTheInput) {
 TEST(IncrementalDecoder, HoldsIncompleteCharactersAtEverySplitPoint) {
   const Tokenizer& t = small_tokenizer();
   // 1-, 2-, 3- and 4-byte characters, an emoji with skin tone and a ZWJ family.
-  const std::string text = "a" + cp(0xE9) + cp(0x20AC) + cp(0x1F600) + "b" + cp(0x1F44D) + cp(0x1F3FD) +
-                           cp(0x1F468) + cp(0x200D) + cp(0x1F469) + "c";
+  const std::string text = "a" + cp(0xE9) + cp(0x20AC) + cp(0x1F600) + "b" + cp(0x1F44D) + cp(0x1F3FD) + cp(0x1F468) +
+                           cp(0x200D) + cp(0x1F469) + "c";
   // Every byte a token of its own: each byte boundary is a split point.
   IncrementalDecoder decoder(t);
   std::string streamed;
@@ -446,7 +453,9 @@ TEST(IncrementalDecoder, InvalidBytesBecomeReplacementCharacters) {
   EXPECT_EQ(*decoder.push(0xFF), "\xEF\xBF\xBD");
   EXPECT_EQ(*decoder.push(0x80), "\xEF\xBF\xBD");  // a stray continuation byte
   EXPECT_EQ(*decoder.push(0xE2), "");
-  EXPECT_EQ(*decoder.push('A'), "\xEF\xBF\xBD" "A");  // the truncated sequence is one U+FFFD
+  EXPECT_EQ(*decoder.push('A'),
+            "\xEF\xBF\xBD"
+            "A");  // the truncated sequence is one U+FFFD
   EXPECT_EQ(*decoder.push(0xE0), "");
   EXPECT_EQ(*decoder.push(0x80), "\xEF\xBF\xBD\xEF\xBF\xBD");  // E0 80 is never valid: two subparts
   EXPECT_EQ(*decoder.push(small::kThink), "<think>");
@@ -455,9 +464,14 @@ TEST(IncrementalDecoder, InvalidBytesBecomeReplacementCharacters) {
 
 TEST(Utf8, LossyConversionUsesMaximalSubparts) {
   std::string out;
-  EXPECT_EQ(utf8::append_lossy("a\xF0\x9F\x98" "b\xED\xA0\x80", false, out), 8u);
+  EXPECT_EQ(utf8::append_lossy("a\xF0\x9F\x98"
+                               "b\xED\xA0\x80",
+                               false, out),
+            8u);
   // F0 9F 98 is one subpart; ED A0 80 is three (A0 cannot follow ED).
-  EXPECT_EQ(out, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(out,
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 TEST(ByteLevel, AlphabetIsTheGpt2Map) {

@@ -118,9 +118,9 @@ TEST_F(Checkpoint, SaveLoadsBackBitwise) {
   auto saved = save(s, false);
   ASSERT_TRUE(saved.ok()) << saved.message();
   EXPECT_EQ(*saved, folder(7));
-  EXPECT_EQ(entries(*saved), (std::vector<std::string>{"config.json", "model.safetensors", "optimizer.safetensors",
-                                                       "tokenizer.json", "tokenizer_config.json",
-                                                       "trainer_state.json"}));
+  EXPECT_EQ(entries(*saved),
+            (std::vector<std::string>{"config.json", "model.safetensors", "optimizer.safetensors", "tokenizer.json",
+                                      "tokenizer_config.json", "trainer_state.json"}));
   EXPECT_EQ(read_text_file(*saved + "/tokenizer.json").value(), tokenizer_json_);
   EXPECT_TRUE(has_substr(read_text_file(*saved + "/trainer_state.json").value(), "\"best_val_loss\": \"Infinity\""));
 
@@ -258,9 +258,10 @@ TEST_F(Checkpoint, LoadRefusesAMissingOrIncompleteOptimizer) {
   const std::vector<float> zeros(norm.count);
   const auto bytes = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(zeros.data()), zeros.size() * 4);
   ASSERT_TRUE(write_safetensors(optimizer, {{norm.name + ".exp_avg", SafetensorsDtype::F32, norm.shape, bytes}},
-                                {{"adam_steps", "1"}}).ok());
-  EXPECT_TRUE(has_substr(load_error(folder(1), layout_),
-                         optimizer + ": tensor model.embed_tokens.weight.exp_avg is missing"));
+                                {{"adam_steps", "1"}})
+                  .ok());
+  EXPECT_TRUE(
+      has_substr(load_error(folder(1), layout_), optimizer + ": tensor model.embed_tokens.weight.exp_avg is missing"));
 }
 
 TEST_F(Checkpoint, LoadRefusesADamagedTrainerState) {
@@ -279,8 +280,8 @@ TEST_F(Checkpoint, AverageIsTheElementwiseMean) {
   const std::string out = dir_.path() + "/averaged";
   const Status status = average_checkpoints({folder(1), folder(2)}, out);
   ASSERT_TRUE(status.ok()) << status.message();
-  EXPECT_EQ(entries(out), (std::vector<std::string>{"config.json", "model.safetensors", "tokenizer.json",
-                                                    "tokenizer_config.json"}));
+  EXPECT_EQ(entries(out),
+            (std::vector<std::string>{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}));
   EXPECT_EQ(entries(dir_.path()), (std::vector<std::string>{"averaged", "hf", "run"}));  // no temporary left
 
   std::vector<float> mean(layout_.total());

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -116,8 +116,8 @@ TEST(TfEvents, ScalarEventBytes) {
   //       0a 03 'a' '/' 'b'                              Value.tag
   //       15 <2.0f: 00 00 00 40>                         Value.simple_value, fixed32
   const ScalarValue value{"a/b", 2.0f};
-  const std::string expected = bytes_of({0x09, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f, 0x10, 0xac, 0x02, 0x2a, 0x0c, 0x0a, 0x0a,
-                                         0x0a, 0x03, 'a', '/', 'b', 0x15, 0, 0, 0, 0x40});
+  const std::string expected = bytes_of({0x09, 0,    0,    0,    0,    0,   0,   0xf8, 0x3f, 0x10, 0xac, 0x02, 0x2a,
+                                         0x0c, 0x0a, 0x0a, 0x0a, 0x03, 'a', '/', 'b',  0x15, 0,    0,    0,    0x40});
   EXPECT_EQ(encode_scalars_event(1.5, 300, std::span(&value, 1)), expected);
 }
 
@@ -129,7 +129,9 @@ TEST(TfEvents, ZeroValueIsStillWritten) {
 }
 
 TEST(TfEvents, FileVersionAndSessionStart) {
-  EXPECT_EQ(encode_file_version_event(0), "\x1a\x0d" "brain.Event:2");
+  EXPECT_EQ(encode_file_version_event(0),
+            "\x1a\x0d"
+            "brain.Event:2");
   // step 5, session_log (field 7) {status (field 1) START = 1}
   EXPECT_EQ(encode_session_start_event(0, 5), bytes_of({0x10, 0x05, 0x3a, 0x02, 0x08, 0x01}));
 }
@@ -137,7 +139,7 @@ TEST(TfEvents, FileVersionAndSessionStart) {
 TEST(TfEvents, TextEventCarriesTheTextPlugin) {
   const std::string event = encode_text_event(0, 1, "sample/0", "hi");
   EXPECT_NE(event.find("text"), std::string::npos);
-  EXPECT_NE(event.find(bytes_of({0x08, 0x07})), std::string::npos);  // dtype DT_STRING
+  EXPECT_NE(event.find(bytes_of({0x08, 0x07})), std::string::npos);            // dtype DT_STRING
   EXPECT_NE(event.find(bytes_of({0x42, 0x02, 'h', 'i'})), std::string::npos);  // string_val
 }
 
@@ -170,8 +172,8 @@ TEST(TfEvents, WriterStartsWithFileVersionAndNeverReusesAName) {
   ASSERT_TRUE(first->write_scalars(1001.0, 7, std::span(&value, 1)).ok());
   const Expected<std::string> contents = read_text_file(first->path());
   ASSERT_TRUE(contents.ok());
-  const std::string expected =
-      frame_record(encode_file_version_event(1000.0)) + frame_record(encode_scalars_event(1001.0, 7, std::span(&value, 1)));
+  const std::string expected = frame_record(encode_file_version_event(1000.0)) +
+                               frame_record(encode_scalars_event(1001.0, 7, std::span(&value, 1)));
   EXPECT_EQ(*contents, expected);
 }
 
@@ -245,7 +247,8 @@ TEST(RunLog, ResumeDropsRedoneStepsAndAppends) {
   {
     Expected<RunLog> log = RunLog::open(dir.path(), fixed_clock());
     ASSERT_TRUE(log.ok()) << log.message();
-    for (uint64_t step = 1; step <= 6; ++step) ASSERT_TRUE(log->record_step(step_report(step, 10.0 - double(step))).ok());
+    for (uint64_t step = 1; step <= 6; ++step)
+      ASSERT_TRUE(log->record_step(step_report(step, 10.0 - double(step))).ok());
     ASSERT_TRUE(log->record_eval(EvalReport{4, 5.0, std::exp(5.0), true}).ok());
     ASSERT_TRUE(log->record_eval(EvalReport{6, 4.0, std::exp(4.0), true}).ok());
   }
@@ -262,7 +265,8 @@ TEST(RunLog, ResumeDropsRedoneStepsAndAppends) {
 
   const std::vector<nlohmann::json> lines = read_jsonl(log->metrics_path());
   std::vector<std::string> kept;
-  for (const nlohmann::json& line : lines) kept.push_back(line["type"].get<std::string>() + std::to_string(line["step"].get<int>()));
+  for (const nlohmann::json& line : lines)
+    kept.push_back(line["type"].get<std::string>() + std::to_string(line["step"].get<int>()));
   EXPECT_EQ(kept, (std::vector<std::string>{"step1", "step2", "step3", "step4", "eval4", "step5"}));
   EXPECT_EQ(lines.back()["loss"], 1.0);
 
@@ -334,13 +338,13 @@ TEST(RunLogExport, KnownRunWithResume) {
     ASSERT_TRUE(log.ok()) << log.message();
     for (uint64_t step = 1; step <= 6; ++step) {
       StepReport report = step_report(step, 8.0 / double(step));
-      if (step == 3) report.loss = std::nan("");                   // null in the jsonl, NaN in the events
-      if (step == 4) report.tokens_per_second = 1e300;              // finite double, float infinity
+      if (step == 3) report.loss = std::nan("");        // null in the jsonl, NaN in the events
+      if (step == 4) report.tokens_per_second = 1e300;  // finite double, float infinity
       if (step == 5) report.grad_norm = std::numeric_limits<double>::infinity();
       ASSERT_TRUE(log->record_step(report).ok());
       if (step % 2 == 0) {
-      ASSERT_TRUE(log->record_eval(EvalReport{step, 9.0 / double(step), std::exp(9.0 / double(step)), true}).ok());
-    }
+        ASSERT_TRUE(log->record_eval(EvalReport{step, 9.0 / double(step), std::exp(9.0 / double(step)), true}).ok());
+      }
     }
     ASSERT_TRUE(log->record_sample(4, "Once upon", " a time\nthere was <b>markup</b>").ok());
     ASSERT_TRUE(log->record_sample(4, "Second", " prompt").ok());
@@ -384,8 +388,8 @@ TEST(RunLogExport, KnownRunWithResume) {
     if (tag.starts_with("/")) {
       const std::string name = tag.substr(1);
       if (open.empty() || open.back() != name) {
-        return ::testing::AssertionFailure() << "closing </" << name << "> does not match <"
-                                             << (open.empty() ? "" : open.back()) << ">";
+        return ::testing::AssertionFailure()
+               << "closing </" << name << "> does not match <" << (open.empty() ? "" : open.back()) << ">";
       }
       open.pop_back();
       continue;
@@ -515,7 +519,8 @@ TEST(LossPlot, EmptyAndSinglePointAndNonFinite) {
 }
 
 TEST(LossPlot, MalformedLineIsNamed) {
-  const Expected<LossSeries> bad = parse_loss_series("{\"type\":\"step\",\"step\":1,\"loss\":2}\n{\"type\":\"step\",\n", "m.jsonl");
+  const Expected<LossSeries> bad =
+      parse_loss_series("{\"type\":\"step\",\"step\":1,\"loss\":2}\n{\"type\":\"step\",\n", "m.jsonl");
   ASSERT_FALSE(bad.ok());
   EXPECT_TRUE(has_substr(bad.message(), "m.jsonl line 2: not valid JSON"));
   const Expected<LossSeries> no_step = parse_loss_series("{\"type\":\"eval\",\"loss\":2}\n", "m.jsonl");
@@ -525,7 +530,8 @@ TEST(LossPlot, MalformedLineIsNamed) {
   ASSERT_FALSE(bad_loss.ok());
   EXPECT_TRUE(has_substr(bad_loss.message(), "line 1: \"loss\" is not a number"));
   // A run still writing: the unterminated last line is ignored.
-  const Expected<LossSeries> partial = parse_loss_series("{\"type\":\"step\",\"step\":1,\"loss\":2}\n{\"type\":\"st", "m.jsonl");
+  const Expected<LossSeries> partial =
+      parse_loss_series("{\"type\":\"step\",\"step\":1,\"loss\":2}\n{\"type\":\"st", "m.jsonl");
   ASSERT_TRUE(partial.ok()) << partial.message();
   EXPECT_EQ(partial->train_loss.size(), 1u);
 }

@@ -45,12 +45,13 @@ TEST(TrainConfig, EmptyConfigGetsTheDefaultsAndResolvesHeadDim) {
 }
 
 TEST(TrainConfig, DerivedOptionsCarryTheKeys) {
-  auto config = parse("model: {vocab_size: 1000, d_model: 128, n_heads: 4, n_kv_heads: 2, head_dim: 48, d_ff: 384,\n"
-                      "        max_seq_len: 512, norm_eps: 1.0e-5, rope_theta: 500000, weight_tying: false,\n"
-                      "        init_std: 0.01, scaled_residual_init: true}\n"
-                      "train: {lr: 0.002, min_lr: 0.0001, warmup_steps: 7, max_steps: 70, schedule: linear,\n"
-                      "        beta1: 0.8, beta2: 0.99, eps: 1.0e-7, weight_decay: 0.05, decay_embeddings: false,\n"
-                      "        seed: 9}\n");
+  auto config = parse(
+      "model: {vocab_size: 1000, d_model: 128, n_heads: 4, n_kv_heads: 2, head_dim: 48, d_ff: 384,\n"
+      "        max_seq_len: 512, norm_eps: 1.0e-5, rope_theta: 500000, weight_tying: false,\n"
+      "        init_std: 0.01, scaled_residual_init: true}\n"
+      "train: {lr: 0.002, min_lr: 0.0001, warmup_steps: 7, max_steps: 70, schedule: linear,\n"
+      "        beta1: 0.8, beta2: 0.99, eps: 1.0e-7, weight_decay: 0.05, decay_embeddings: false,\n"
+      "        seed: 9}\n");
   ASSERT_TRUE(config.ok()) << config.message();
   const ModelConfig model = config->model_config(3, 4);
   EXPECT_EQ(model.vocab_size, 1000u);
@@ -87,8 +88,8 @@ TEST(TrainConfig, DerivedOptionsCarryTheKeys) {
 }
 
 TEST(TrainConfig, UnknownKeysNameTheirPathAndTheNearestKnownKey) {
-  EXPECT_TRUE(has_substr(error_of("train:\n  max_stepz: 3\n"),
-                         "train.max_stepz: unknown key (did you mean train.max_steps?)"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  max_stepz: 3\n"), "train.max_stepz: unknown key (did you mean train.max_steps?)"));
   EXPECT_TRUE(has_substr(error_of("trian:\n  lr: 0.1\n"), "trian: unknown section (did you mean train?)"));
   EXPECT_TRUE(has_substr(error_of("model:\n  lr: 0.1\n"), "model.lr: unknown key (did you mean train.lr?)"));
   EXPECT_TRUE(has_substr(error_of("model:\n  flash_attention: true\n"),
@@ -125,24 +126,26 @@ TEST(TrainConfig, OverridesApplyBeforeValidation) {
 }
 
 TEST(TrainConfig, ValuesAreTypeChecked) {
-  EXPECT_TRUE(has_substr(error_of("train:\n  max_steps: abc\n"),
-                         "train.max_steps: expected a positive integer, got 'abc'"));
-  EXPECT_TRUE(has_substr(error_of("train:\n  max_steps: 1.5\n"),
-                         "train.max_steps: expected a positive integer, got '1.5'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  max_steps: abc\n"), "train.max_steps: expected a positive integer, got 'abc'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  max_steps: 1.5\n"), "train.max_steps: expected a positive integer, got '1.5'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  lr: [1, 2]\n"), "train.lr: expected a positive number, got a list"));
   EXPECT_TRUE(has_substr(error_of("train:\n  lr:\n"), "train.lr: expected a positive number, got nothing"));
-  EXPECT_TRUE(has_substr(error_of("model:\n  weight_tying: yes\n"),
-                         "model.weight_tying: expected true or false, got 'yes'"));
+  EXPECT_TRUE(
+      has_substr(error_of("model:\n  weight_tying: yes\n"), "model.weight_tying: expected true or false, got 'yes'"));
   EXPECT_TRUE(has_substr(error_of("model:\n  vocab_size: big\n"),
                          "model.vocab_size: expected a positive integer or auto, got 'big'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  schedule: exponential\n"),
                          "train.schedule: unknown schedule 'exponential' (expected cosine, linear or constant)"));
-  EXPECT_TRUE(has_substr(error_of("data:\n  format: xml\n"), "data.format: expected auto or text or jsonl or csv or "
-                                                             "parquet or alpaca or sharegpt or openai or tokens, got 'xml'"));
+  EXPECT_TRUE(has_substr(error_of("data:\n  format: xml\n"),
+                         "data.format: expected auto or text or jsonl or csv or "
+                         "parquet or alpaca or sharegpt or openai or tokens, got 'xml'"));
   EXPECT_TRUE(has_substr(error_of("data:\n  chat_format: klingon\n"), "data.chat_format: expected qwen3 or chatml"));
-  EXPECT_TRUE(has_substr(error_of("eval:\n  sample_prompts: hello\n"), "eval.sample_prompts: expected a list of strings"));
-  EXPECT_TRUE(has_substr(error_of("data:\n  token_dtype: int8\n"),
-                         "data.token_dtype: expected uint16 or uint32, got 'int8'"));
+  EXPECT_TRUE(
+      has_substr(error_of("eval:\n  sample_prompts: hello\n"), "eval.sample_prompts: expected a list of strings"));
+  EXPECT_TRUE(
+      has_substr(error_of("data:\n  token_dtype: int8\n"), "data.token_dtype: expected uint16 or uint32, got 'int8'"));
   EXPECT_TRUE(has_substr(error_of("", {"data.train=a.txt"}),
                          "data.train: expected a list of files such as [a.txt, b.txt], got 'a.txt'"));
   EXPECT_TRUE(has_substr(error_of("", {"tokenizer={path: x}"}), "--set tokenizer: expected a path, got a mapping"));
@@ -153,18 +156,18 @@ TEST(TrainConfig, ValuesAreTypeChecked) {
 }
 
 TEST(TrainConfig, ValuesAreRangeChecked) {
-  EXPECT_TRUE(has_substr(error_of("train:\n  max_steps: 0\n"),
-                         "train.max_steps: expected a positive integer, got '0'"));
-  EXPECT_TRUE(has_substr(error_of("train:\n  micro_batch: -4\n"),
-                         "train.micro_batch: expected a positive integer, got '-4'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  max_steps: 0\n"), "train.max_steps: expected a positive integer, got '0'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  micro_batch: -4\n"), "train.micro_batch: expected a positive integer, got '-4'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  seq_len: 5000000000\n"),
                          "train.seq_len: expected a positive integer, got '5000000000' (at most 4294967295)"));
   EXPECT_TRUE(has_substr(error_of("train:\n  lr: 0\n"), "train.lr: expected a positive number, got '0'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  lr: nan\n"), "train.lr: expected a positive number, got 'nan'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  beta1: 1.0\n"), "train.beta1: expected a number in [0, 1), got '1.0'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  beta2: -0.5\n"), "train.beta2: expected a number in [0, 1), got '-0.5'"));
-  EXPECT_TRUE(has_substr(error_of("train:\n  grad_clip: -1\n"),
-                         "train.grad_clip: expected a non-negative number, got '-1'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  grad_clip: -1\n"), "train.grad_clip: expected a non-negative number, got '-1'"));
   EXPECT_TRUE(has_substr(error_of("data:\n  validation_fraction: 1\n"),
                          "data.validation_fraction: expected a number in [0, 1), got '1'"));
   EXPECT_TRUE(has_substr(error_of("model:\n  norm_eps: 2\n"), "model.norm_eps: expected a number in (0, 1], got '2'"));
@@ -178,8 +181,8 @@ TEST(TrainConfig, ValuesAreRangeChecked) {
 }
 
 TEST(TrainConfig, KeysAreCheckedAgainstEachOther) {
-  EXPECT_TRUE(has_substr(error_of("train:\n  lr: 1.0e-4\n  min_lr: 1.0e-3\n"),
-                         "train.min_lr: 0.001 is above train.lr 1e-04"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  lr: 1.0e-4\n  min_lr: 1.0e-3\n"), "train.min_lr: 0.001 is above train.lr 1e-04"));
   EXPECT_TRUE(has_substr(error_of("model:\n  max_seq_len: 128\ntrain:\n  seq_len: 256\n"),
                          "train.seq_len: 256 is longer than model.max_seq_len 128"));
   EXPECT_TRUE(has_substr(error_of("train:\n  max_steps: 10\n  warmup_steps: 20\n"),
@@ -210,8 +213,8 @@ TEST(TrainConfig, KitAiKeysWithOtherValuesAreRefusedWithTheReason) {
 TEST(TrainConfig, MissingTokenizerAndDataSayHowToSetThem) {
   auto config = parse_train_config("model:\n  d_model: 384\n", {}, "");
   ASSERT_FALSE(config.ok());
-  EXPECT_TRUE(has_substr(config.message(),
-                         "tokenizer: required: the path of an HF tokenizer.json, e.g. --set tokenizer="));
+  EXPECT_TRUE(
+      has_substr(config.message(), "tokenizer: required: the path of an HF tokenizer.json, e.g. --set tokenizer="));
   EXPECT_TRUE(has_substr(config.message(),
                          "data.train: no training files; list them in the config or with --set data.train=[FILE,...]"));
   EXPECT_TRUE(has_substr(error_of("", {"data.train=[]"}), "data.train: no training files"));
@@ -233,8 +236,10 @@ TEST(TrainConfig, LoadedFileErrorsNameTheFile) {
 TEST(TrainConfig, RelativePathsResolveAgainstTheFileOrTheWorkingDirectory) {
   testing::TempDir dir;
   const std::string path = dir.file("run.yaml");
-  ASSERT_TRUE(write_text_file_atomic(path, "tokenizer: tok/tokenizer.json\ndata:\n  train: [a.txt, /abs/b.txt]\n"
-                                           "run:\n  dir: runs/x\n").ok());
+  ASSERT_TRUE(write_text_file_atomic(path,
+                                     "tokenizer: tok/tokenizer.json\ndata:\n  train: [a.txt, /abs/b.txt]\n"
+                                     "run:\n  dir: runs/x\n")
+                  .ok());
   const fs::path folder = fs::path(dir.path()).lexically_normal();
   const fs::path cwd = fs::current_path();
   auto from_file = load_train_config(path, {});
@@ -250,20 +255,20 @@ TEST(TrainConfig, RelativePathsResolveAgainstTheFileOrTheWorkingDirectory) {
 }
 
 TEST(TrainConfig, ToYamlRoundTrips) {
-  auto config = parse("model: {vocab_size: 50000, d_model: 320, n_layers: 3, n_heads: 5, n_kv_heads: 1, d_ff: 864,\n"
-                      "        max_seq_len: 4096, norm_eps: 1.0e-5, rope_theta: 1000000, weight_tying: false,\n"
-                      "        init_std: 0.0123456789, scaled_residual_init: true}\n"
-                      "data: {format: tokens, token_dtype: uint32, validation_fraction: 0.1,\n"
-                      "       seed: 18446744073709551615}\n"
-                      "train: {seq_len: 300, micro_batch: 3, grad_accum: 5, max_steps: 123456, schedule: constant,\n"
-                      "        lr: 0.1, min_lr: 0.030000000000000002, warmup_steps: 17, weight_decay: 0,\n"
-                      "        beta1: 0, beta2: 0.999, eps: 1.0e-12, decay_embeddings: false, grad_clip: 0,\n"
-                      "        seed: 77, threads: 3, recompute_blocks: true, max_bad_steps: 2}\n"
-                      "eval: {every: 0, batches: 1}\n"
-                      "checkpoint: {every: 0, keep_last: 9}\n"
-                      "log: {every: 1}\n",
-                      {"tokenizer='/odd path: #1/tokenizer.json'", "data.train=['/x/a.bin', '/y/b c.bin']",
-                       "run.dir=/runs/'q'"});
+  auto config = parse(
+      "model: {vocab_size: 50000, d_model: 320, n_layers: 3, n_heads: 5, n_kv_heads: 1, d_ff: 864,\n"
+      "        max_seq_len: 4096, norm_eps: 1.0e-5, rope_theta: 1000000, weight_tying: false,\n"
+      "        init_std: 0.0123456789, scaled_residual_init: true}\n"
+      "data: {format: tokens, token_dtype: uint32, validation_fraction: 0.1,\n"
+      "       seed: 18446744073709551615}\n"
+      "train: {seq_len: 300, micro_batch: 3, grad_accum: 5, max_steps: 123456, schedule: constant,\n"
+      "        lr: 0.1, min_lr: 0.030000000000000002, warmup_steps: 17, weight_decay: 0,\n"
+      "        beta1: 0, beta2: 0.999, eps: 1.0e-12, decay_embeddings: false, grad_clip: 0,\n"
+      "        seed: 77, threads: 3, recompute_blocks: true, max_bad_steps: 2}\n"
+      "eval: {every: 0, batches: 1}\n"
+      "checkpoint: {every: 0, keep_last: 9}\n"
+      "log: {every: 1}\n",
+      {"tokenizer='/odd path: #1/tokenizer.json'", "data.train=['/x/a.bin', '/y/b c.bin']", "run.dir=/runs/'q'"});
   ASSERT_TRUE(config.ok()) << config.message();
   EXPECT_EQ(config->model.dims.head_dim, 64u);
   const std::string yaml = to_yaml(*config);

@@ -97,8 +97,8 @@ struct StepResult {
   std::vector<float> grads;
 };
 
-StepResult run_step(TrainingModel& model, const ParameterLayout& layout, const std::vector<float>& params, const Batch& batch,
-             float grad_scale) {
+StepResult run_step(TrainingModel& model, const ParameterLayout& layout, const std::vector<float>& params,
+                    const Batch& batch, float grad_scale) {
   StepResult run;
   run.grads.assign(layout.total(), 0.0f);
   auto sums = model.forward_backward(params, batch.view(), grad_scale, run.grads);
