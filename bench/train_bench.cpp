@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
   kipp::train::TrainConfig config =
       must(kipp::train::load_train_config(config_path, {"tokenizer=/dev/null", "data.train=[/dev/null]"}),
            "loading " + config_path);
-  config.model.vocab_size = vocab;
-  config.model.max_seq_len = std::max(config.model.max_seq_len, seq);
+  config.model.dims.vocab_size = vocab;
+  config.model.dims.context_length = std::max(config.model.dims.context_length, seq);
   const kipp::ModelConfig model_config = config.model_config(0, 1);
   if (const kipp::Status valid = model_config.validate(); !valid.ok()) die(valid.message());
   const kipp::train::ParameterLayout layout(model_config);
