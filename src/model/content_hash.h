@@ -1,6 +1,7 @@
 // The content hash a Kipp GGUF records: XXH3-128 over the tensor directory (names, types,
 // dims) and every tensor's bytes, in file order. It detects corrupted or altered weights at
-// load time cheaply (~10 GB/s); it is an integrity check, not a signature.
+// load time at close to memory speed (XXH3 is non-cryptographic); it is an integrity check, not
+// a signature.
 #pragma once
 
 #include <cstdint>

@@ -43,7 +43,8 @@ struct Qwen3Weights {
 };
 
 struct LoadOptions {
-  // Re-hash all tensor data against kipp.content_hash (XXH3, ~0.1 s per GB).
+  // Re-hash all tensor data against kipp.content_hash (XXH3: a pass over the file at close to
+  // memory speed; `kipp inspect --no-verify` shows what it costs).
   bool verify_content_hash = true;
 };
 
