@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/matmul_amx.h"
+#include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
@@ -26,6 +27,12 @@ constexpr KernelTable kPortable{
     &portable::rms_norm, &ref::rope_angles,    &portable::rope,      &portable::attention_rows, &portable::swiglu,
     &portable::add,      &portable::store_bf16};
 
+// The products on AVX2 (with FMA and F16C), the rest as in the portable table.
+constexpr KernelTable kAvx2{
+    "avx2",              &input_format,         &ref::dequantize_row, &portable::prepare_rows,   &avx2::matmul,
+    &portable::rms_norm, &ref::rope_angles,     &portable::rope,      &portable::attention_rows, &portable::swiglu,
+    &portable::add,      &portable::store_bf16};
+
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
 constexpr KernelTable kAvx512{
     "avx512-bf16-vnni",  &input_format,         &avx512::dequantize_row, &portable::prepare_rows, &avx512::matmul,
@@ -43,6 +50,7 @@ constexpr KernelTable kAmx{"avx512-amx-bf16",        &input_format,         &avx
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};
+  if (avx2::supported()) tables.push_back(&kAvx2);
   if (avx512::supported()) tables.push_back(&kAvx512);
   if (amx::supported()) tables.push_back(&kAmx);
   return tables;

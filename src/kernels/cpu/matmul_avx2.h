@@ -1,0 +1,20 @@
+// Matrix products for x86 CPUs with AVX2, FMA and F16C but no AVX-512: BF16 weights widened to
+// FP32 in registers and multiplied with FMA, Q8_0 and affine4 weights with VPMADDUBSW on Q8
+// inputs (matmul_int8_avx2.h). Weights are read as stored (the table packs nothing).
+#pragma once
+
+#include "kernels/matmul_input.h"
+#include "kernels/weights.h"
+
+namespace kipp::kernels::avx2 {
+
+// Whether this CPU runs the functions below.
+bool supported();
+
+// ref::matmul's contract, for BF16 weights on BF16 inputs and Q8_0 / Q4_1 weights on Q8 inputs
+// (anything else goes to the reference). BF16: every (input row, output) pair has its own
+// accumulator over the whole row, reduced the same way at the end, so tiling several rows and
+// outputs to share loads never changes a result.
+void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
+
+}  // namespace kipp::kernels::avx2

@@ -1,0 +1,151 @@
+#include "kernels/cpu/matmul_int8_avx2.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+
+#include "format/quant.h"
+
+#define KIPP_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace kipp::kernels::avx2 {
+namespace {
+
+// Outputs per tile: one lane each in the vector of block sums.
+constexpr int kOutputs = 8;
+// Input rows per tile, sharing each block's loaded and prepared weights.
+constexpr int kMaxRows = 4;
+
+template <bool Affine>
+struct Format {
+  using Block = std::conditional_t<Affine, BlockAffine4, BlockQ8_0>;
+};
+
+// A tile's weights for one 32-column block, ready for VPMADDUBSW: Q8_0 as the codes (whose signs
+// go onto the input) and their magnitudes (unsigned; a stored -128 becomes 128, still exact),
+// affine4 as the 32 unsigned codes in input order; plus the 8 outputs' scales (and minimums).
+struct BlockWeights {
+  __m256i codes[kOutputs];
+  __m256i magnitudes[kOutputs];
+  __m256 scales, mins;
+};
+
+template <bool Affine>
+KIPP_AVX2 inline void load_block(const uint8_t* const (&rows)[kOutputs], size_t at, BlockWeights& bw) {
+  using Block = typename Format<Affine>::Block;
+  alignas(16) uint16_t scales[kOutputs], mins[kOutputs];
+#pragma GCC unroll 8
+  for (int c = 0; c < kOutputs; ++c) {
+    const auto* block = reinterpret_cast<const Block*>(rows[c] + at);
+    scales[c] = block->scale_f16;
+    if constexpr (Affine) {
+      mins[c] = block->min_f16;
+      // Byte i holds code i (low nibble) and code i + 16 (high nibble).
+      const __m128i nibbles = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->nibbles));
+      bw.codes[c] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(nibbles, 4), nibbles), _mm256_set1_epi8(0x0F));
+    } else {
+      bw.codes[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->q));
+      bw.magnitudes[c] = _mm256_abs_epi8(bw.codes[c]);
+    }
+  }
+  bw.scales = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
+  if constexpr (Affine) bw.mins = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
+}
+
+// The 8 vectors' sums of 32-bit lanes, vector c's in lane c.
+KIPP_AVX2 inline __m256i lane_sums(const __m256i (&p)[kOutputs]) {
+  const __m256i quads = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+  const __m256i more = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(quads, more, 0x20), _mm256_permute2x128_si256(quads, more, 0x31));
+}
+
+// The exact integer dot of one input block with each of the tile's 8 weight blocks.
+template <bool Affine>
+KIPP_AVX2 inline __m256i block_sums(const BlockWeights& bw, const int8_t* x_codes) {
+  const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x_codes));
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i p[kOutputs];
+#pragma GCC unroll 8
+  for (int c = 0; c < kOutputs; ++c) {
+    // Pairs of products stay within int16: |w| <= 128 (Q8_0) or 15 (affine4), |x| <= 127.
+    const __m256i pairs = Affine ? _mm256_maddubs_epi16(bw.codes[c], x)
+                                 : _mm256_maddubs_epi16(bw.magnitudes[c], _mm256_sign_epi8(x, bw.codes[c]));
+    p[c] = _mm256_madd_epi16(pairs, ones);
+  }
+  return lane_sums(p);
+}
+
+// Rows [row, row + R) of `in` times the 8 weight rows `rows` (those past `outputs` are read but
+// not stored), into out for (row, first output).
+template <bool Affine, int R>
+KIPP_AVX2 void tile(const uint8_t* const (&rows)[kOutputs], size_t outputs, const PreparedInput& in, size_t row,
+                    float* out, size_t out_stride) {
+  const size_t blocks = in.cols / 32;
+  __m256 acc[R];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  BlockWeights bw;
+  for (size_t b = 0; b < blocks; ++b) {
+    load_block<Affine>(rows, b * sizeof(typename Format<Affine>::Block), bw);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const size_t x_block = (row + r) * blocks + b;
+      const __m256i sums = block_sums<Affine>(bw, in.q8 + x_block * 32);
+      // The reference's float step, in its order (ref/q8_rows.h); this file is compiled without
+      // contraction into FMA.
+      __m256 term = _mm256_mul_ps(_mm256_mul_ps(bw.scales, _mm256_set1_ps(in.q8_scale[x_block])),
+                                  _mm256_cvtepi32_ps(sums));
+      if constexpr (Affine) term = _mm256_add_ps(term, _mm256_mul_ps(bw.mins, _mm256_set1_ps(in.q8_scaled_sum[x_block])));
+      acc[r] = _mm256_add_ps(acc[r], term);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float* dst = out + r * out_stride;
+    if (outputs == kOutputs) {
+      _mm256_storeu_ps(dst, acc[r]);
+    } else {
+      alignas(32) float lanes[kOutputs];
+      _mm256_store_ps(lanes, acc[r]);
+      std::memcpy(dst, lanes, outputs * sizeof(float));
+    }
+  }
+}
+
+template <bool Affine>
+void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  for (size_t first = 0; first < w.rows; first += kOutputs) {
+    const size_t outputs = std::min<size_t>(kOutputs, w.rows - first);
+    const uint8_t* rows[kOutputs];
+    // Lanes past the matrix's last row repeat its first row of the tile.
+    for (size_t c = 0; c < kOutputs; ++c) rows[c] = w.data + (first + (c < outputs ? c : 0)) * w.row_bytes;
+    for (size_t row = 0; row < in.rows; row += kMaxRows) {
+      float* dst = out + row * out_stride + first;
+      switch (std::min<size_t>(kMaxRows, in.rows - row)) {
+        case 1:
+          tile<Affine, 1>(rows, outputs, in, row, dst, out_stride);
+          break;
+        case 2:
+          tile<Affine, 2>(rows, outputs, in, row, dst, out_stride);
+          break;
+        case 3:
+          tile<Affine, 3>(rows, outputs, in, row, dst, out_stride);
+          break;
+        default:
+          tile<Affine, 4>(rows, outputs, in, row, dst, out_stride);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+  return w.type == GgmlType::Q4_1 ? quantized_matmul<true>(w, in, out, out_stride)
+                                  : quantized_matmul<false>(w, in, out, out_stride);
+}
+
+}  // namespace kipp::kernels::avx2
