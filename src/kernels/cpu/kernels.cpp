@@ -28,10 +28,18 @@ constexpr KernelTable kPortable{
     &portable::add,      &portable::store_bf16};
 
 // The products on AVX2 (with FMA and F16C), the rest as in the portable table.
-constexpr KernelTable kAvx2{
-    "avx2",              &input_format,         &ref::dequantize_row, &portable::prepare_rows,   &avx2::matmul,
-    &portable::rms_norm, &ref::rope_angles,     &portable::rope,      &portable::attention_rows, &portable::swiglu,
-    &portable::add,      &portable::store_bf16};
+constexpr KernelTable kAvx2{"avx2",
+                            &input_format,
+                            &ref::dequantize_row,
+                            &portable::prepare_rows,
+                            &avx2::matmul,
+                            &portable::rms_norm,
+                            &ref::rope_angles,
+                            &portable::rope,
+                            &portable::attention_rows,
+                            &portable::swiglu,
+                            &portable::add,
+                            &portable::store_bf16};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
 constexpr KernelTable kAvx512{

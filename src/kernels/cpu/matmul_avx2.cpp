@@ -134,8 +134,8 @@ void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, siz
       const size_t width = tile_outputs(static_cast<int>(rows));
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);
-        const Tile tile{in.bf16 + row * in.cols, in.cols,   w.data + o * w.row_bytes,
-                        w.row_bytes,             out + row * out_stride + o, out_stride};
+        const Tile tile{in.bf16 + row * in.cols,    in.cols,   w.data + o * w.row_bytes, w.row_bytes,
+                        out + row * out_stride + o, out_stride};
         table.fns[rows - 1][outputs - 1](tile);
       }
       row += rows;

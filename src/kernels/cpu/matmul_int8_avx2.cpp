@@ -96,9 +96,10 @@ KIPP_AVX2 void tile(const uint8_t* const (&rows)[kOutputs], size_t outputs, cons
       const __m256i sums = block_sums<Affine>(bw, in.q8 + x_block * 32);
       // The reference's float step, in its order (ref/q8_rows.h); this file is compiled without
       // contraction into FMA.
-      __m256 term = _mm256_mul_ps(_mm256_mul_ps(bw.scales, _mm256_set1_ps(in.q8_scale[x_block])),
-                                  _mm256_cvtepi32_ps(sums));
-      if constexpr (Affine) term = _mm256_add_ps(term, _mm256_mul_ps(bw.mins, _mm256_set1_ps(in.q8_scaled_sum[x_block])));
+      __m256 term =
+          _mm256_mul_ps(_mm256_mul_ps(bw.scales, _mm256_set1_ps(in.q8_scale[x_block])), _mm256_cvtepi32_ps(sums));
+      if constexpr (Affine)
+        term = _mm256_add_ps(term, _mm256_mul_ps(bw.mins, _mm256_set1_ps(in.q8_scaled_sum[x_block])));
       acc[r] = _mm256_add_ps(acc[r], term);
     }
   }

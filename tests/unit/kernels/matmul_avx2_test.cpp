@@ -27,8 +27,7 @@ constexpr double kBf16Tolerance = 1e-6;
   if (!avx2::supported()) GTEST_SKIP() << "this CPU lacks AVX2, FMA or F16C"
 
 // ref::matmul and avx2::matmul into outputs `stride` apart (the gaps must stay untouched).
-void expect_equal_products(const kipp::testing::StoredMatrix& m, const kipp::testing::PreparedRows& x,
-                           GgmlType type) {
+void expect_equal_products(const kipp::testing::StoredMatrix& m, const kipp::testing::PreparedRows& x, GgmlType type) {
   const size_t rows = x.in.rows, outputs = m.w.rows, stride = outputs + 3;
   std::vector<float> expected(rows * stride, NAN), got(rows * stride, NAN);
   ref::matmul(m.w, x.in, expected.data(), stride);
