@@ -33,16 +33,25 @@ struct BlockWeights {
   __m256 scales, mins;
 };
 
+// The 8 F16 values at byte `offset` of the 8 blocks, as FP32.
+KIPP_AVX2 inline __m256 halves(const uint8_t* const (&blocks)[kOutputs], size_t offset) {
+  const auto at = [&](int c) {
+    uint16_t bits;
+    std::memcpy(&bits, blocks[c] + offset, sizeof bits);
+    return static_cast<short>(bits);
+  };
+  return _mm256_cvtph_ps(_mm_setr_epi16(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7)));
+}
+
 template <bool Affine>
 KIPP_AVX2 inline void load_block(const uint8_t* const (&rows)[kOutputs], size_t at, BlockWeights& bw) {
   using Block = typename Format<Affine>::Block;
-  alignas(16) uint16_t scales[kOutputs], mins[kOutputs];
+  const uint8_t* blocks[kOutputs];
 #pragma GCC unroll 8
   for (int c = 0; c < kOutputs; ++c) {
-    const auto* block = reinterpret_cast<const Block*>(rows[c] + at);
-    scales[c] = block->scale_f16;
+    blocks[c] = rows[c] + at;
+    const auto* block = reinterpret_cast<const Block*>(blocks[c]);
     if constexpr (Affine) {
-      mins[c] = block->min_f16;
       // Byte i holds code i (low nibble) and code i + 16 (high nibble).
       const __m128i nibbles = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->nibbles));
       bw.codes[c] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(nibbles, 4), nibbles), _mm256_set1_epi8(0x0F));
@@ -51,8 +60,8 @@ KIPP_AVX2 inline void load_block(const uint8_t* const (&rows)[kOutputs], size_t 
       bw.magnitudes[c] = _mm256_abs_epi8(bw.codes[c]);
     }
   }
-  bw.scales = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scales)));
-  if constexpr (Affine) bw.mins = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(mins)));
+  bw.scales = halves(blocks, offsetof(Block, scale_f16));
+  if constexpr (Affine) bw.mins = halves(blocks, offsetof(BlockAffine4, min_f16));
 }
 
 // The 8 vectors' sums of 32-bit lanes, vector c's in lane c.
