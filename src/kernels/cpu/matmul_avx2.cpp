@@ -30,16 +30,17 @@ struct Tile {
   size_t out_stride;
 };
 
-// 16 BF16 values as FP32: the even 32-bit halves of each 128-bit lane, then the odd ones. Weights
-// and inputs are widened alike, so each product pairs the right values; only the lanes they are
-// summed in differ from the stored order.
+// 16 BF16 values as FP32: those at even positions, then those at odd ones (shifts and masks,
+// which leave the shuffle port to the loads' neighbours). Weights and inputs are widened alike,
+// so each product pairs the right values; only the lanes they are summed in differ from the
+// stored order.
 struct Wide {
-  __m256 low, high;
+  __m256 even, odd;
 };
 KIPP_AVX2 inline Wide widen(const uint16_t* p) {
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i zero = _mm256_setzero_si256();
-  return {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v)), _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v))};
+  return {_mm256_castsi256_ps(_mm256_slli_epi32(v, 16)),
+          _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))))};
 }
 
 KIPP_AVX2 inline float reduce(__m256 v) {
@@ -60,8 +61,8 @@ KIPP_AVX2 inline void step(__m256 (&acc)[R][C], const uint16_t* const (&w)[C], c
     const Wide input = widen(x[r]);
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
-      acc[r][c] = _mm256_fmadd_ps(input.low, weights[c].low, acc[r][c]);
-      acc[r][c] = _mm256_fmadd_ps(input.high, weights[c].high, acc[r][c]);
+      acc[r][c] = _mm256_fmadd_ps(input.even, weights[c].even, acc[r][c]);
+      acc[r][c] = _mm256_fmadd_ps(input.odd, weights[c].odd, acc[r][c]);
     }
   }
 }
