@@ -25,6 +25,8 @@ struct Tile {
   const uint16_t* x;  // first input row
   size_t cols;
   const uint8_t* weights;  // first weight row
+  // The rows to fetch ahead into L2 as the tile's are read (as many as the tile's), or null.
+  const uint8_t* next_weights;
   size_t row_bytes;
   float* out;  // out for (first row, first weight row)
   size_t out_stride;
@@ -80,6 +82,9 @@ KIPP_AVX2 void bf16_tile(const Tile& t) {
   for (; i + kStep <= t.cols; i += kStep) {
     for (int c = 0; c < C; ++c) w[c] = reinterpret_cast<const uint16_t*>(t.weights + c * t.row_bytes) + i;
     for (int r = 0; r < R; ++r) x[r] = t.x + r * t.cols + i;
+    if (t.next_weights != nullptr && i % 32 == 0)
+      for (int c = 0; c < C; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(t.next_weights + c * t.row_bytes + i * 2), _MM_HINT_T1);
     step<R, C>(acc, w, x);
   }
   if (i < t.cols) {
@@ -133,9 +138,14 @@ void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, siz
     for (size_t row = 0; row < in.rows;) {
       const size_t rows = std::min<size_t>(kMaxRows, in.rows - row);
       const size_t width = tile_outputs(static_cast<int>(rows));
+      // The first and last row tiles over a block fetch the next block, so it streams in while
+      // this one is multiplied: each weight row is a short stream the hardware prefetchers
+      // barely lock on to before it ends.
+      const bool fetch = row == 0 || row + rows == in.rows;
       for (size_t o = block; o < block_end; o += width) {
         const size_t outputs = std::min(width, block_end - o);
-        const Tile tile{in.bf16 + row * in.cols,    in.cols,   w.data + o * w.row_bytes, w.row_bytes,
+        const uint8_t* next = o + per_block < w.rows && fetch ? w.data + (o + per_block) * w.row_bytes : nullptr;
+        const Tile tile{in.bf16 + row * in.cols,    in.cols,   w.data + o * w.row_bytes, next, w.row_bytes,
                         out + row * out_stride + o, out_stride};
         table.fns[rows - 1][outputs - 1](tile);
       }
