@@ -87,17 +87,29 @@ KIPP_AVX2 inline __m256i block_sums(const BlockWeights& bw, const int8_t* x_code
   return lane_sums(p);
 }
 
+// The next tile's weight rows, fetched ahead into L2 a block's share at a time: each row is a
+// short stream the hardware prefetchers barely lock on to before it ends.
+struct FetchAhead {
+  const uint8_t* begin = nullptr;  // null: none
+  const uint8_t* end = nullptr;
+};
+
 // Rows [row, row + R) of `in` times the 8 weight rows `rows` (those past `outputs` are read but
 // not stored), into out for (row, first output).
 template <bool Affine, int R>
 KIPP_AVX2 void tile(const uint8_t* const (&rows)[kOutputs], size_t outputs, const PreparedInput& in, size_t row,
-                    float* out, size_t out_stride) {
+                    FetchAhead next, float* out, size_t out_stride) {
   const size_t blocks = in.cols / 32;
   __m256 acc[R];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   BlockWeights bw;
+  const size_t share = kOutputs * sizeof(typename Format<Affine>::Block);
   for (size_t b = 0; b < blocks; ++b) {
+    if (next.begin != nullptr)
+      for (const uint8_t* line = next.begin + b * share; line < next.begin + (b + 1) * share && line < next.end;
+           line += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
     load_block<Affine>(rows, b * sizeof(typename Format<Affine>::Block), bw);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -131,20 +143,25 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
     const uint8_t* rows[kOutputs];
     // Lanes past the matrix's last row repeat its first row of the tile.
     for (size_t c = 0; c < kOutputs; ++c) rows[c] = w.data + (first + (c < outputs ? c : 0)) * w.row_bytes;
+    const FetchAhead ahead{w.data + (first + kOutputs) * w.row_bytes,
+                           w.data + std::min(w.rows, first + 2 * kOutputs) * w.row_bytes};
     for (size_t row = 0; row < in.rows; row += kMaxRows) {
       float* dst = out + row * out_stride + first;
+      // The first and last row tiles fetch ahead (the weights stay in cache for those between).
+      const FetchAhead next =
+          first + kOutputs < w.rows && (row == 0 || row + kMaxRows >= in.rows) ? ahead : FetchAhead{};
       switch (std::min<size_t>(kMaxRows, in.rows - row)) {
         case 1:
-          tile<Affine, 1>(rows, outputs, in, row, dst, out_stride);
+          tile<Affine, 1>(rows, outputs, in, row, next, dst, out_stride);
           break;
         case 2:
-          tile<Affine, 2>(rows, outputs, in, row, dst, out_stride);
+          tile<Affine, 2>(rows, outputs, in, row, next, dst, out_stride);
           break;
         case 3:
-          tile<Affine, 3>(rows, outputs, in, row, dst, out_stride);
+          tile<Affine, 3>(rows, outputs, in, row, next, dst, out_stride);
           break;
         default:
-          tile<Affine, 4>(rows, outputs, in, row, dst, out_stride);
+          tile<Affine, 4>(rows, outputs, in, row, next, dst, out_stride);
           break;
       }
     }
