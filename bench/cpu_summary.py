@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Markdown summary of `kipp bench --json` documents, with the speed issue's targets.
 
-Usage: bench/cpu_summary.py bench/results/cpu-0.6b-*.json
+Usage: bench/cpu_summary.py [--llama LLAMA_BENCH_JSON ...] bench/results/cpu-0.6b-*.json
+
+--llama takes the prefill-512 anchors from llama-bench documents of the same host (as
+bench/results/avx2/llama-bench-*.json hold them) instead of the Zen 4 figures below.
 
 Targets (2 threads): decode >= 80% of the measured read bandwidth (the passes taken between the
 decode tokens where the document has them: the median token against the median pass, and
@@ -22,10 +25,32 @@ def paired(decode):
     return f"{f['median']:.0%} ({f['min']:.0%}-{f['max']:.0%})" if f else "-"
 
 
-def main(paths):
-    if not paths or paths[0] in ("-h", "--help"):
+def llama_prefill_512(path):
+    """Prefill-512 tokens/s by weight type from a llama-bench JSON document (a list of records,
+    or an object holding them under "results")."""
+    with open(path) as f:
+        d = json.load(f)
+    anchors = {}
+    for record in d["results"] if isinstance(d, dict) else d:
+        if record["n_prompt"] == 512 and record["n_gen"] == 0:
+            anchors[record["model_type"].split()[-1].lower()] = record["avg_ts"]
+    return anchors
+
+
+def main(args):
+    if not args or args[0] in ("-h", "--help"):
         print(__doc__.strip())
-        return 0 if paths else 2
+        return 0 if args else 2
+    anchors, paths = dict(LLAMA_CPP_PREFILL_512), []
+    llama = False
+    while args:
+        arg = args.pop(0)
+        if arg == "--llama":
+            if not llama:
+                anchors, llama = {}, True
+            anchors.update(llama_prefill_512(args.pop(0)))
+        else:
+            paths.append(arg)
     rows = []
     for path in paths:
         with open(path) as f:
@@ -44,7 +69,7 @@ def main(paths):
         def med(p):
             t = p["tokens_per_second"]
             return f"{t['median']:.1f} ({t['min']:.0f}-{t['max']:.0f})"
-        anchor = LLAMA_CPP_PREFILL_512.get(dtype)
+        anchor = anchors.get(dtype)
         print(f"| {dtype} | {threads} | {med(p64) if p64 else '-'} | {med(p512) if p512 else '-'} | "
               f"{p512['fraction_of_peak']:.0%} of {p512['peak_kind']} | "
               f"{p512['tokens_per_second']['median'] / anchor:.2f}x | "
