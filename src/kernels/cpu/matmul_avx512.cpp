@@ -10,6 +10,7 @@
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/cpu/matmul_bf16_panels_avx512.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
+#include "kernels/cpu/row_major_tiles.h"
 
 #include <algorithm>
 #include <utility>
@@ -130,30 +131,18 @@ constexpr TileTable make_table(std::index_sequence<R...>) {
 void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   static constexpr TileTable table = make_table(std::make_index_sequence<kMaxRows>());
   const size_t per_block = in.rows > kMaxRows ? kPrefillOutputsPerBlock : kOutputsPerBlock;
-  for (size_t block = 0; block < w.rows; block += per_block) {
-    const size_t block_end = std::min(w.rows, block + per_block);
-    for (size_t row = 0; row < in.rows;) {
-      const size_t rows = std::min<size_t>(kMaxRows, in.rows - row);
-      const size_t width = tile_outputs(static_cast<int>(rows));
-      // The first and last row tiles over a block fetch the next block into L2, so it streams
-      // in while this one is multiplied (the hardware prefetchers fall behind when several rows
-      // share each weight load, as in batched decoding). Every tile fetching would slow prefill
-      // with requests for lines already on their way.
-      const bool fetch = row == 0 || row + rows == in.rows;
-      for (size_t o = block; o < block_end; o += width) {
-        const size_t outputs = std::min(width, block_end - o);
-        const Tile tile{&in,
-                        row,
-                        w.data + o * w.row_bytes,
-                        w.data + (o + per_block) * w.row_bytes,
-                        w.row_bytes,
-                        out + row * out_stride + o,
-                        out_stride};
-        table.fns[fetch ? 1 : 0][rows - 1][outputs - 1](tile);
-      }
-      row += rows;
-    }
-  }
+  const auto width = [](size_t rows) { return tile_outputs(static_cast<int>(rows)); };
+  for_each_row_major_tile(w.rows, in.rows, per_block, kMaxRows, width,
+                          [&](size_t row, size_t rows, size_t o, size_t outputs, bool fetch) {
+                            const Tile tile{&in,
+                                            row,
+                                            w.data + o * w.row_bytes,
+                                            w.data + (o + per_block) * w.row_bytes,
+                                            w.row_bytes,
+                                            out + row * out_stride + o,
+                                            out_stride};
+                            table.fns[fetch ? 1 : 0][rows - 1][outputs - 1](tile);
+                          });
 }
 
 }  // namespace
