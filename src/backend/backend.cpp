@@ -8,10 +8,8 @@ std::string_view backend_name(BackendKind kind) { return kind == BackendKind::Cp
 
 Expected<std::unique_ptr<Backend>> create_backend(BackendKind kind, const Model& model, const BackendOptions& options) {
   switch (kind) {
-    case BackendKind::Cpu:
-      return create_cpu_backend(model, options);
-    case BackendKind::Cuda:
-      break;
+    case BackendKind::Cpu: return create_cpu_backend(model, options);
+    case BackendKind::Cuda: break;
   }
   return make_error("the cuda backend is not built into this Kipp (CPU only so far)");
 }

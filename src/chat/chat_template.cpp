@@ -95,18 +95,12 @@ Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage
                       std::string(chat_format_name(format)));
   }
   switch (format) {
-    case ChatFormat::Qwen3:
-      return chat_detail::render_qwen3(messages, options);
-    case ChatFormat::ChatML:
-      return chat_detail::render_chatml(messages, options);
-    case ChatFormat::Llama2:
-      return chat_detail::render_llama2(messages, options);
-    case ChatFormat::Llama3:
-      return chat_detail::render_llama3(messages, options);
-    case ChatFormat::Mistral:
-      return chat_detail::render_mistral(messages, options);
-    case ChatFormat::Alpaca:
-      return chat_detail::render_alpaca(messages, options);
+    case ChatFormat::Qwen3: return chat_detail::render_qwen3(messages, options);
+    case ChatFormat::ChatML: return chat_detail::render_chatml(messages, options);
+    case ChatFormat::Llama2: return chat_detail::render_llama2(messages, options);
+    case ChatFormat::Llama3: return chat_detail::render_llama3(messages, options);
+    case ChatFormat::Mistral: return chat_detail::render_mistral(messages, options);
+    case ChatFormat::Alpaca: return chat_detail::render_alpaca(messages, options);
   }
   return make_error("unknown chat format");
 }

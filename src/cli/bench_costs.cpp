@@ -40,15 +40,12 @@ double prefill_flops(const Model& model, uint32_t tokens) {
 kernels::MultiplyAddKind projection_multiply_add_kind(GgmlType projection_type, bool bf16_on_tiles,
                                                       bool int8_on_tiles) {
   switch (projection_type) {
-    case GgmlType::BF16:
-      return bf16_on_tiles ? kernels::MultiplyAddKind::AmxBf16 : kernels::MultiplyAddKind::Bf16Dot;
+    case GgmlType::BF16: return bf16_on_tiles ? kernels::MultiplyAddKind::AmxBf16 : kernels::MultiplyAddKind::Bf16Dot;
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-      return int8_on_tiles ? kernels::MultiplyAddKind::AmxInt8 : kernels::MultiplyAddKind::Int8Dot;
+    case GgmlType::Q4_1: return int8_on_tiles ? kernels::MultiplyAddKind::AmxInt8 : kernels::MultiplyAddKind::Int8Dot;
     case GgmlType::F32:
-    case GgmlType::F16:
-      return kernels::MultiplyAddKind::Fp32Fma;
+    case GgmlType::F16: return kernels::MultiplyAddKind::Fp32Fma;
   }
   return kernels::MultiplyAddKind::Fp32Fma;
 }

@@ -129,8 +129,7 @@ void answer(ChatConversation& chat, const std::string& text, GenerateOptions opt
       std::printf("%s[the context is full: /reset, or start with a larger --ctx]%s\n", terminal.dim("\x1b[2m"),
                   terminal.dim("\x1b[0m"));
       break;
-    default:
-      break;
+    default: break;
   }
   std::fflush(stdout);
   clear_interrupt();

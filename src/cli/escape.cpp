@@ -10,21 +10,11 @@ namespace {
 
 void append_escaped(unsigned char c, std::string& out) {
   switch (c) {
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '"':
-      out += "\\\"";
-      break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    case '\\': out += "\\\\"; break;
+    case '"': out += "\\\""; break;
     default:
       if (c >= 0x20 && c < 0x7f) {
         out += static_cast<char>(c);

@@ -122,8 +122,7 @@ void to_f32(const SafetensorsTensor& source, std::span<const uint8_t> bytes, std
       f16_to_f32_row(bits.data(), out.data(), count);
       break;
     }
-    default:
-      std::memcpy(out.data(), bytes.data(), count * 4);
+    default: std::memcpy(out.data(), bytes.data(), count * 4);
   }
 }
 
@@ -181,8 +180,7 @@ class TensorStream {
     to_f32(source, bytes, floats_);
     const size_t count = floats_.size();
     switch (spec.type) {
-      case GgmlType::F32:
-        return as_bytes(floats_.data(), count * sizeof(float));
+      case GgmlType::F32: return as_bytes(floats_.data(), count * sizeof(float));
       case GgmlType::BF16:
         halves_.resize(count);
         f32_to_bf16_row(floats_.data(), halves_.data(), count);
@@ -195,8 +193,7 @@ class TensorStream {
         q4_.resize(count / kQuantBlock);
         quantize_affine4(floats_.data(), q4_.data(), count);
         return as_bytes(q4_.data(), q4_.size() * sizeof(BlockAffine4));
-      default:
-        return {};
+      default: return {};
     }
   }
 

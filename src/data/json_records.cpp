@@ -326,14 +326,10 @@ std::string openai_record(const json& value, Record& record) {
 std::string to_record(const json& value, DatasetFormat format, const std::string& text_field, Record& record) {
   if (!value.is_object()) return not_object(value, "the record");
   switch (format) {
-    case DatasetFormat::Alpaca:
-      return alpaca_record(value, record);
-    case DatasetFormat::ShareGpt:
-      return sharegpt_record(value, record);
-    case DatasetFormat::OpenAi:
-      return openai_record(value, record);
-    default:
-      return string_field(value, "", text_field, false, record.text);
+    case DatasetFormat::Alpaca: return alpaca_record(value, record);
+    case DatasetFormat::ShareGpt: return sharegpt_record(value, record);
+    case DatasetFormat::OpenAi: return openai_record(value, record);
+    default: return string_field(value, "", text_field, false, record.text);
   }
 }
 

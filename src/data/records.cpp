@@ -173,12 +173,9 @@ Expected<std::unique_ptr<RecordSource>> open_source(const std::string& path, Dat
     return std::unique_ptr<RecordSource>(std::make_unique<ParquetAdapter>(path, std::move(source)));
   }
   switch (format) {
-    case DatasetFormat::Text:
-      return open_text_source(path, options.document_separator);
-    case DatasetFormat::Csv:
-      return open_csv_source(path, options);
-    default:
-      return open_json_source(path, format, options);
+    case DatasetFormat::Text: return open_text_source(path, options.document_separator);
+    case DatasetFormat::Csv: return open_csv_source(path, options);
+    default: return open_json_source(path, format, options);
   }
 }
 

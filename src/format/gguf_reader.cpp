@@ -182,8 +182,7 @@ Expected<GgufValue> read_value(Cursor& cursor, GgufValueType type, int depth) {
       KIPP_ASSIGN_OR_RETURN(std::string v, cursor.read_string("string"));
       return GgufValue::string(std::move(v));
     }
-    case GgufValueType::ARRAY:
-      return read_array(cursor, depth + 1);
+    case GgufValueType::ARRAY: return read_array(cursor, depth + 1);
   }
   return make_error("value type " + std::to_string(static_cast<uint32_t>(type)) + " is unknown");
 }

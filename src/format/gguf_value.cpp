@@ -21,10 +21,8 @@ bool is_integer(GgufValueType type) {
     case GgufValueType::UINT32:
     case GgufValueType::INT32:
     case GgufValueType::UINT64:
-    case GgufValueType::INT64:
-      return true;
-    default:
-      return false;
+    case GgufValueType::INT64: return true;
+    default: return false;
   }
 }
 
@@ -59,21 +57,11 @@ std::string quote(const std::string& text, size_t limit) {
   for (size_t i = 0; i < cut; ++i) {
     const auto byte = static_cast<uint8_t>(text[i]);
     switch (byte) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
       default:
         if (byte < 0x20 || byte == 0x7f) {
           static const char* hex = "0123456789abcdef";
@@ -97,32 +85,19 @@ std::string quote(const std::string& text, size_t limit) {
 
 std::string_view gguf_value_type_name(GgufValueType type) {
   switch (type) {
-    case GgufValueType::UINT8:
-      return "u8";
-    case GgufValueType::INT8:
-      return "i8";
-    case GgufValueType::UINT16:
-      return "u16";
-    case GgufValueType::INT16:
-      return "i16";
-    case GgufValueType::UINT32:
-      return "u32";
-    case GgufValueType::INT32:
-      return "i32";
-    case GgufValueType::FLOAT32:
-      return "f32";
-    case GgufValueType::BOOL:
-      return "bool";
-    case GgufValueType::STRING:
-      return "string";
-    case GgufValueType::ARRAY:
-      return "array";
-    case GgufValueType::UINT64:
-      return "u64";
-    case GgufValueType::INT64:
-      return "i64";
-    case GgufValueType::FLOAT64:
-      return "f64";
+    case GgufValueType::UINT8: return "u8";
+    case GgufValueType::INT8: return "i8";
+    case GgufValueType::UINT16: return "u16";
+    case GgufValueType::INT16: return "i16";
+    case GgufValueType::UINT32: return "u32";
+    case GgufValueType::INT32: return "i32";
+    case GgufValueType::FLOAT32: return "f32";
+    case GgufValueType::BOOL: return "bool";
+    case GgufValueType::STRING: return "string";
+    case GgufValueType::ARRAY: return "array";
+    case GgufValueType::UINT64: return "u64";
+    case GgufValueType::INT64: return "i64";
+    case GgufValueType::FLOAT64: return "f64";
   }
   return "unknown";
 }
@@ -131,22 +106,17 @@ size_t gguf_scalar_size(GgufValueType type) {
   switch (type) {
     case GgufValueType::UINT8:
     case GgufValueType::INT8:
-    case GgufValueType::BOOL:
-      return 1;
+    case GgufValueType::BOOL: return 1;
     case GgufValueType::UINT16:
-    case GgufValueType::INT16:
-      return 2;
+    case GgufValueType::INT16: return 2;
     case GgufValueType::UINT32:
     case GgufValueType::INT32:
-    case GgufValueType::FLOAT32:
-      return 4;
+    case GgufValueType::FLOAT32: return 4;
     case GgufValueType::UINT64:
     case GgufValueType::INT64:
-    case GgufValueType::FLOAT64:
-      return 8;
+    case GgufValueType::FLOAT64: return 8;
     case GgufValueType::STRING:
-    case GgufValueType::ARRAY:
-      return 0;
+    case GgufValueType::ARRAY: return 0;
   }
   return 0;
 }
@@ -262,23 +232,16 @@ std::string GgufValue::describe() const {
     case GgufValueType::UINT8:
     case GgufValueType::UINT16:
     case GgufValueType::UINT32:
-    case GgufValueType::UINT64:
-      return std::to_string(bits_);
+    case GgufValueType::UINT64: return std::to_string(bits_);
     case GgufValueType::INT8:
     case GgufValueType::INT16:
     case GgufValueType::INT32:
-    case GgufValueType::INT64:
-      return std::to_string(static_cast<int64_t>(bits_));
-    case GgufValueType::FLOAT32:
-      return format_float(std::bit_cast<float>(static_cast<uint32_t>(bits_)));
-    case GgufValueType::FLOAT64:
-      return format_float(std::bit_cast<double>(bits_));
-    case GgufValueType::BOOL:
-      return bits_ != 0 ? "true" : "false";
-    case GgufValueType::STRING:
-      return quote(string_, kDescribeStringBytes);
-    case GgufValueType::ARRAY:
-      break;
+    case GgufValueType::INT64: return std::to_string(static_cast<int64_t>(bits_));
+    case GgufValueType::FLOAT32: return format_float(std::bit_cast<float>(static_cast<uint32_t>(bits_)));
+    case GgufValueType::FLOAT64: return format_float(std::bit_cast<double>(bits_));
+    case GgufValueType::BOOL: return bits_ != 0 ? "true" : "false";
+    case GgufValueType::STRING: return quote(string_, kDescribeStringBytes);
+    case GgufValueType::ARRAY: break;
   }
   const std::vector<GgufValue>& items = *items_;
   std::string out = "[" + std::to_string(items.size()) + " x " + std::string(gguf_value_type_name(array_type_));

@@ -64,30 +64,18 @@ Status put_array(ByteSink& sink, const GgufValue& value, int depth) {
 // A value's payload (without its type tag); `depth` is the number of arrays around it.
 Status put_value(ByteSink& sink, const GgufValue& value, int depth) {
   switch (value.type()) {
-    case GgufValueType::STRING:
-      sink.put_string(*value.as_string());
-      return ok_status();
-    case GgufValueType::ARRAY:
-      return put_array(sink, value, depth + 1);
-    default:
-      break;
+    case GgufValueType::STRING: sink.put_string(*value.as_string()); return ok_status();
+    case GgufValueType::ARRAY: return put_array(sink, value, depth + 1);
+    default: break;
   }
   // Scalars: the low bytes of the payload; floats go by their bits, never through a
   // conversion that could quiet a signalling NaN.
   const uint64_t bits = value.bits();
   switch (gguf_scalar_size(value.type())) {
-    case 1:
-      sink.put(static_cast<uint8_t>(bits));
-      break;
-    case 2:
-      sink.put(static_cast<uint16_t>(bits));
-      break;
-    case 4:
-      sink.put(static_cast<uint32_t>(bits));
-      break;
-    default:
-      sink.put(bits);
-      break;
+    case 1: sink.put(static_cast<uint8_t>(bits)); break;
+    case 2: sink.put(static_cast<uint16_t>(bits)); break;
+    case 4: sink.put(static_cast<uint32_t>(bits)); break;
+    default: sink.put(bits); break;
   }
   return ok_status();
 }

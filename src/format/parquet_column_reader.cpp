@@ -58,8 +58,7 @@ void parse_data_page_header(CompactReader& r, PageHeader& h) {
         thrift::read_i32_field(r, f, "repetition_level_encoding");
         seen[3] = true;
         break;
-      default:
-        r.skip(f.type);
+      default: r.skip(f.type);
     }
   }
   r.end_struct();
@@ -95,11 +94,8 @@ void parse_data_page_header_v2(CompactReader& r, PageHeader& h) {
         h.rep_bytes = thrift::read_i32_field(r, f, "repetition_levels_byte_length");
         seen |= 32;
         break;
-      case 7:
-        h.is_compressed = thrift::read_bool_field(r, f, "is_compressed");
-        break;
-      default:
-        r.skip(f.type);
+      case 7: h.is_compressed = thrift::read_bool_field(r, f, "is_compressed"); break;
+      default: r.skip(f.type);
     }
   }
   r.end_struct();
@@ -119,8 +115,7 @@ void parse_dictionary_page_header(CompactReader& r, PageHeader& h) {
         h.encoding = thrift::read_i32_field(r, f, "encoding");
         seen |= 2;
         break;
-      default:
-        r.skip(f.type);
+      default: r.skip(f.type);
     }
   }
   r.end_struct();
@@ -132,15 +127,9 @@ PageHeader parse_page_header(CompactReader& r) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1:
-        h.type = thrift::read_i32_field(r, f, "type");
-        break;
-      case 2:
-        h.uncompressed_size = thrift::read_i32_field(r, f, "uncompressed_page_size");
-        break;
-      case 3:
-        h.compressed_size = thrift::read_i32_field(r, f, "compressed_page_size");
-        break;
+      case 1: h.type = thrift::read_i32_field(r, f, "type"); break;
+      case 2: h.uncompressed_size = thrift::read_i32_field(r, f, "uncompressed_page_size"); break;
+      case 3: h.compressed_size = thrift::read_i32_field(r, f, "compressed_page_size"); break;
       case 5:
         if (f.type != CompactType::Struct) {
           r.skip(f.type);
@@ -165,8 +154,7 @@ PageHeader parse_page_header(CompactReader& r) {
         parse_data_page_header_v2(r, h);
         h.has_data_v2 = true;
         break;
-      default:
-        r.skip(f.type);
+      default: r.skip(f.type);
     }
   }
   r.end_struct();

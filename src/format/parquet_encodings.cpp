@@ -271,8 +271,7 @@ Status PageDecoder::reset(int32_t encoding, std::span<const uint8_t> values, std
   if (optional) levels_.reset(levels.data(), levels.data() + levels.size(), 1);
   std::string error;
   switch (encoding) {
-    case kEncodingPlain:
-      break;
+    case kEncodingPlain: break;
     case kEncodingPlainDictionary:
     case kEncodingRleDictionary: {
       if (dictionary == nullptr) return make_error("dictionary-encoded page without a dictionary page");
@@ -371,9 +370,7 @@ bool PageDecoder::next(std::optional<std::string_view>& value, std::string& erro
       value = previous_;
       return true;
     }
-    default:
-      error = "unsupported encoding";
-      return false;
+    default: error = "unsupported encoding"; return false;
   }
 }
 

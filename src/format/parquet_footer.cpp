@@ -47,21 +47,14 @@ void parse_schema_element(CompactReader& r, SchemaElement& e) {
   r.begin_struct();
   for (FieldHeader f = r.next_field(); r.ok() && f.type != CompactType::Stop; f = r.next_field()) {
     switch (f.id) {
-      case 1:
-        e.type = thrift::read_i32_field(r, f, "SchemaElement.type");
-        break;
-      case 3:
-        e.repetition = thrift::read_i32_field(r, f, "SchemaElement.repetition_type");
-        break;
+      case 1: e.type = thrift::read_i32_field(r, f, "SchemaElement.type"); break;
+      case 3: e.repetition = thrift::read_i32_field(r, f, "SchemaElement.repetition_type"); break;
       case 4:
         e.name = thrift::read_binary_field(r, f, "SchemaElement.name");
         has_name = true;
         break;
-      case 5:
-        e.num_children = thrift::read_i32_field(r, f, "SchemaElement.num_children");
-        break;
-      default:
-        r.skip(f.type);
+      case 5: e.num_children = thrift::read_i32_field(r, f, "SchemaElement.num_children"); break;
+      default: r.skip(f.type);
     }
   }
   r.end_struct();
@@ -93,11 +86,8 @@ void parse_column_meta(CompactReader& r, RawChunk& c) {
         c.data_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.data_page_offset");
         seen |= 16;
         break;
-      case 11:
-        c.dictionary_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.dictionary_page_offset");
-        break;
-      default:
-        r.skip(f.type);
+      case 11: c.dictionary_page_offset = thrift::read_i64_field(r, f, "ColumnMetaData.dictionary_page_offset"); break;
+      default: r.skip(f.type);
     }
   }
   r.end_struct();
@@ -193,11 +183,8 @@ Expected<RawFooter> parse_file_metadata(std::span<const uint8_t> footer) {
         has_groups = true;
         break;
       }
-      case 6:
-        out.created_by = thrift::read_binary_field(r, f, "FileMetaData.created_by");
-        break;
-      default:
-        r.skip(f.type);
+      case 6: out.created_by = thrift::read_binary_field(r, f, "FileMetaData.created_by"); break;
+      default: r.skip(f.type);
     }
   }
   r.end_struct();

@@ -9,33 +9,20 @@ namespace {
 
 const char* type_name(CompactType type) {
   switch (type) {
-    case CompactType::Stop:
-      return "stop";
+    case CompactType::Stop: return "stop";
     case CompactType::BoolTrue:
-    case CompactType::BoolFalse:
-      return "bool";
-    case CompactType::Byte:
-      return "byte";
-    case CompactType::I16:
-      return "i16";
-    case CompactType::I32:
-      return "i32";
-    case CompactType::I64:
-      return "i64";
-    case CompactType::Double:
-      return "double";
-    case CompactType::Binary:
-      return "binary";
-    case CompactType::List:
-      return "list";
-    case CompactType::Set:
-      return "set";
-    case CompactType::Map:
-      return "map";
-    case CompactType::Struct:
-      return "struct";
-    case CompactType::Uuid:
-      return "uuid";
+    case CompactType::BoolFalse: return "bool";
+    case CompactType::Byte: return "byte";
+    case CompactType::I16: return "i16";
+    case CompactType::I32: return "i32";
+    case CompactType::I64: return "i64";
+    case CompactType::Double: return "double";
+    case CompactType::Binary: return "binary";
+    case CompactType::List: return "list";
+    case CompactType::Set: return "set";
+    case CompactType::Map: return "map";
+    case CompactType::Struct: return "struct";
+    case CompactType::Uuid: return "uuid";
   }
   return "unknown";
 }
@@ -214,29 +201,20 @@ ListHeader CompactReader::read_list_header() {
 void CompactReader::skip(CompactType type) {
   if (!ok()) return;
   switch (type) {
-    case CompactType::Stop:
-      fail("cannot skip a value of type stop");
-      return;
+    case CompactType::Stop: fail("cannot skip a value of type stop"); return;
     case CompactType::BoolTrue:
-    case CompactType::BoolFalse:
-      return;  // the value is in the field header
-    case CompactType::Byte:
-      read_u8();
-      return;
+    case CompactType::BoolFalse: return;  // the value is in the field header
+    case CompactType::Byte: read_u8(); return;
     case CompactType::I16:
     case CompactType::I32:
-    case CompactType::I64:
-      read_varint();
-      return;
+    case CompactType::I64: read_varint(); return;
     case CompactType::Double:
       if (take(8)) pos_ += 8;
       return;
     case CompactType::Uuid:
       if (take(16)) pos_ += 16;
       return;
-    case CompactType::Binary:
-      read_binary();
-      return;
+    case CompactType::Binary: read_binary(); return;
     case CompactType::List:
     case CompactType::Set: {
       if (++depth_ > kMaxDepth) {

@@ -35,10 +35,8 @@ bool is_projection(TensorRole role) {
     case TensorRole::AttnOutput:
     case TensorRole::FfnGate:
     case TensorRole::FfnUp:
-    case TensorRole::FfnDown:
-      return true;
-    default:
-      return false;
+    case TensorRole::FfnDown: return true;
+    default: return false;
   }
 }
 
@@ -47,25 +45,17 @@ std::vector<uint64_t> layer_tensor_dims(TensorRole role, const ModelConfig& c) {
   const uint64_t hidden = c.hidden_size;
   switch (role) {
     case TensorRole::AttnNorm:
-    case TensorRole::FfnNorm:
-      return {hidden};
+    case TensorRole::FfnNorm: return {hidden};
     case TensorRole::AttnQNorm:
-    case TensorRole::AttnKNorm:
-      return {c.head_dim};
-    case TensorRole::AttnQ:
-      return {hidden, c.q_width()};
+    case TensorRole::AttnKNorm: return {c.head_dim};
+    case TensorRole::AttnQ: return {hidden, c.q_width()};
     case TensorRole::AttnK:
-    case TensorRole::AttnV:
-      return {hidden, c.kv_width()};
-    case TensorRole::AttnOutput:
-      return {c.q_width(), hidden};
+    case TensorRole::AttnV: return {hidden, c.kv_width()};
+    case TensorRole::AttnOutput: return {c.q_width(), hidden};
     case TensorRole::FfnGate:
-    case TensorRole::FfnUp:
-      return {hidden, c.ffn_size};
-    case TensorRole::FfnDown:
-      return {c.ffn_size, hidden};
-    default:
-      return {};
+    case TensorRole::FfnUp: return {hidden, c.ffn_size};
+    case TensorRole::FfnDown: return {c.ffn_size, hidden};
+    default: return {};
   }
 }
 
@@ -85,12 +75,9 @@ Expected<const GgufValue*> require_typed(const GgufFile& file, std::string_view 
 
 std::string_view quant_scheme_name(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16:
-      return "bf16";
-    case QuantScheme::Q8_0:
-      return "q8_0";
-    case QuantScheme::Affine4:
-      return "affine4_gs32";
+    case QuantScheme::BF16: return "bf16";
+    case QuantScheme::Q8_0: return "q8_0";
+    case QuantScheme::Affine4: return "affine4_gs32";
   }
   return "unknown";
 }
@@ -104,24 +91,18 @@ std::optional<QuantScheme> parse_quant_scheme(std::string_view name) {
 
 GgmlType projection_type(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16:
-      return GgmlType::BF16;
-    case QuantScheme::Q8_0:
-      return GgmlType::Q8_0;
-    case QuantScheme::Affine4:
-      return GgmlType::Q4_1;
+    case QuantScheme::BF16: return GgmlType::BF16;
+    case QuantScheme::Q8_0: return GgmlType::Q8_0;
+    case QuantScheme::Affine4: return GgmlType::Q4_1;
   }
   return GgmlType::BF16;
 }
 
 uint32_t gguf_file_type(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16:
-      return 32;
-    case QuantScheme::Q8_0:
-      return 7;
-    case QuantScheme::Affine4:
-      return 3;
+    case QuantScheme::BF16: return 32;
+    case QuantScheme::Q8_0: return 7;
+    case QuantScheme::Affine4: return 3;
   }
   return 0;
 }

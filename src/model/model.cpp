@@ -48,30 +48,18 @@ TensorView make_view(const GgufFile& file, const GgufTensorInfo& info) {
 
 TensorView* layer_slot(LayerWeights& layer, TensorRole role) {
   switch (role) {
-    case TensorRole::AttnNorm:
-      return &layer.attn_norm;
-    case TensorRole::AttnQ:
-      return &layer.attn_q;
-    case TensorRole::AttnK:
-      return &layer.attn_k;
-    case TensorRole::AttnV:
-      return &layer.attn_v;
-    case TensorRole::AttnOutput:
-      return &layer.attn_output;
-    case TensorRole::AttnQNorm:
-      return &layer.attn_q_norm;
-    case TensorRole::AttnKNorm:
-      return &layer.attn_k_norm;
-    case TensorRole::FfnNorm:
-      return &layer.ffn_norm;
-    case TensorRole::FfnGate:
-      return &layer.ffn_gate;
-    case TensorRole::FfnUp:
-      return &layer.ffn_up;
-    case TensorRole::FfnDown:
-      return &layer.ffn_down;
-    default:
-      return nullptr;
+    case TensorRole::AttnNorm: return &layer.attn_norm;
+    case TensorRole::AttnQ: return &layer.attn_q;
+    case TensorRole::AttnK: return &layer.attn_k;
+    case TensorRole::AttnV: return &layer.attn_v;
+    case TensorRole::AttnOutput: return &layer.attn_output;
+    case TensorRole::AttnQNorm: return &layer.attn_q_norm;
+    case TensorRole::AttnKNorm: return &layer.attn_k_norm;
+    case TensorRole::FfnNorm: return &layer.ffn_norm;
+    case TensorRole::FfnGate: return &layer.ffn_gate;
+    case TensorRole::FfnUp: return &layer.ffn_up;
+    case TensorRole::FfnDown: return &layer.ffn_down;
+    default: return nullptr;
   }
 }
 
@@ -81,17 +69,10 @@ Qwen3Weights bind_weights(const GgufFile& file, const ModelConfig& config, Quant
   for (const auto& spec : expected_tensors(config, scheme)) {
     const TensorView view = make_view(file, *file.find_tensor(spec.gguf_name));
     switch (spec.role) {
-      case TensorRole::Embedding:
-        weights.token_embedding = view;
-        break;
-      case TensorRole::OutputNorm:
-        weights.output_norm = view;
-        break;
-      case TensorRole::Output:
-        weights.output = view;
-        break;
-      default:
-        *layer_slot(weights.layers[static_cast<size_t>(spec.layer)], spec.role) = view;
+      case TensorRole::Embedding: weights.token_embedding = view; break;
+      case TensorRole::OutputNorm: weights.output_norm = view; break;
+      case TensorRole::Output: weights.output = view; break;
+      default: *layer_slot(weights.layers[static_cast<size_t>(spec.layer)], spec.role) = view;
     }
   }
   if (config.tie_embeddings) weights.output = weights.token_embedding;

@@ -53,12 +53,9 @@ Expected<RegistryEntry> parse_entry(const json& item) {
 
 std::string_view variant_name(Variant variant) {
   switch (variant) {
-    case Variant::Base:
-      return "base";
-    case Variant::Instruct:
-      return "instruct";
-    case Variant::Thinking:
-      return "thinking";
+    case Variant::Base: return "base";
+    case Variant::Instruct: return "instruct";
+    case Variant::Thinking: return "thinking";
   }
   return "unknown";
 }

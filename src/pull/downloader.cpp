@@ -136,10 +136,8 @@ bool is_transient(CURLcode code) {
     case CURLE_HTTP2:
     case CURLE_HTTP2_STREAM:
     case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_RANGE_ERROR:
-      return true;
-    default:
-      return false;
+    case CURLE_RANGE_ERROR: return true;
+    default: return false;
   }
 }
 
@@ -525,20 +523,15 @@ Expected<DownloadResult> HttpDownloader::download(const DownloadRequest& request
     result.bytes_transferred += outcome.transferred;
     result.attempts = attempt;
     switch (outcome.kind) {
-      case Kind::NotFound:
-        result.found = false;
-        return result;
-      case Kind::Retry:
-        last_error = outcome.message;
-        continue;
+      case Kind::NotFound: result.found = false; return result;
+      case Kind::Retry: last_error = outcome.message; continue;
       case Kind::Fatal:
         if (outcome.remove_part) {
           std::remove(part_path.c_str());
           outcome.message += "; removed " + part_path;
         }
         return make_error(request.name + ": " + outcome.message);
-      case Kind::Complete:
-        break;
+      case Kind::Complete: break;
     }
     result.size = outcome.size;
     result.sha256 = outcome.sha256;

@@ -55,12 +55,9 @@ std::string utc_now_iso() {
 
 std::string scheme_suffix(QuantScheme scheme) {
   switch (scheme) {
-    case QuantScheme::BF16:
-      return "";
-    case QuantScheme::Q8_0:
-      return "-q8_0";
-    case QuantScheme::Affine4:
-      return "-affine4";
+    case QuantScheme::BF16: return "";
+    case QuantScheme::Q8_0: return "-q8_0";
+    case QuantScheme::Affine4: return "-affine4";
   }
   return "";
 }

@@ -132,12 +132,8 @@ kipp_status kipp_model_open(const char* path, const kipp_model_options* options,
     std::memcpy(&backend, &options->backend, sizeof backend);
     kipp::EngineOptions engine_options;
     switch (backend) {
-      case KIPP_BACKEND_CPU:
-        engine_options.backend = kipp::BackendKind::Cpu;
-        break;
-      case KIPP_BACKEND_CUDA:
-        engine_options.backend = kipp::BackendKind::Cuda;
-        break;
+      case KIPP_BACKEND_CPU: engine_options.backend = kipp::BackendKind::Cpu; break;
+      case KIPP_BACKEND_CUDA: engine_options.backend = kipp::BackendKind::Cuda; break;
       default:
         return invalid("kipp_model_open: unknown backend " + std::to_string(backend) +
                        " (expected KIPP_BACKEND_CPU or KIPP_BACKEND_CUDA)");

@@ -74,16 +74,11 @@ Status check_options(const Engine& engine, const Session& session, std::span<con
 
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::StopToken:
-      return "stop_token";
-    case FinishReason::StopString:
-      return "stop_string";
-    case FinishReason::Length:
-      return "length";
-    case FinishReason::Cancelled:
-      return "cancelled";
-    case FinishReason::ContextFull:
-      return "context_full";
+    case FinishReason::StopToken: return "stop_token";
+    case FinishReason::StopString: return "stop_string";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::ContextFull: return "context_full";
   }
   return "unknown";
 }

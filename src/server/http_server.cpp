@@ -152,12 +152,9 @@ ApiError rejection_error(const Rejection& rejection, Endpoint endpoint) {
   switch (rejection.reason) {
     case Rejection::Reason::TooLong:
       return api_error(400, rejection.message, "invalid_request_error", "context_length_exceeded", param);
-    case Rejection::Reason::QueueFull:
-      return api_error(503, rejection.message, "server_error", "queue_full");
-    case Rejection::Reason::ShuttingDown:
-      return api_error(503, rejection.message, "server_error", "shutting_down");
-    case Rejection::Reason::Invalid:
-      break;
+    case Rejection::Reason::QueueFull: return api_error(503, rejection.message, "server_error", "queue_full");
+    case Rejection::Reason::ShuttingDown: return api_error(503, rejection.message, "server_error", "shutting_down");
+    case Rejection::Reason::Invalid: break;
   }
   return api_error(400, rejection.message, "invalid_request_error", "", param);
 }
@@ -197,12 +194,8 @@ struct Stream {
     }
     bool written = true;
     switch (event->kind) {
-      case Event::Kind::Delta:
-        written = write(sink, writer.delta(*event));
-        break;
-      case Event::Kind::Finish:
-        written = write(sink, writer.finish(*event));
-        break;
+      case Event::Kind::Delta: written = write(sink, writer.delta(*event)); break;
+      case Event::Kind::Finish: written = write(sink, writer.finish(*event)); break;
       case Event::Kind::Done:
         if (include_usage) written = write(sink, writer.usage(event->usage));
         written = written && write(sink, ChunkWriter::done());

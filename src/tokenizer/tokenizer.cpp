@@ -67,8 +67,7 @@ Expected<Vocabulary> read_vocabulary(const TokenizerMetadata& metadata) {
         }
         v.bytes[id] = piece;  // verbatim: what the text held when it was matched
         break;
-      case TokenType::Unused:
-        break;  // a padding slot: decodes to nothing, as an id unknown to Hugging Face does
+      case TokenType::Unused: break;  // a padding slot: decodes to nothing, as an id unknown to Hugging Face does
       default:
         return make_error("token " + std::to_string(id) + " " + quoted(piece) + " has type " + std::to_string(type) +
                           ", which a byte-level BPE vocabulary does not use (1 normal, 3 control, 4 user-defined, "

@@ -102,9 +102,7 @@ Status load_from_hf(const ParameterLayout& layout, const std::string& dir, std::
     float* out = values.data() + t.offset;
     std::vector<uint16_t> bits;
     switch (source->dtype) {
-      case SafetensorsDtype::F32:
-        std::memcpy(out, bytes.data(), t.count * 4);
-        break;
+      case SafetensorsDtype::F32: std::memcpy(out, bytes.data(), t.count * 4); break;
       case SafetensorsDtype::BF16:
       case SafetensorsDtype::F16:
         bits.resize(t.count);
@@ -126,38 +124,24 @@ Status load_from_hf(const ParameterLayout& layout, const std::string& dir, std::
 const TensorView& view_for(const Qwen3Weights& w, const TensorSpec& spec) {
   if (spec.layer < 0) {
     switch (spec.role) {
-      case TensorRole::Embedding:
-        return w.token_embedding;
-      case TensorRole::OutputNorm:
-        return w.output_norm;
-      default:
-        return w.output;
+      case TensorRole::Embedding: return w.token_embedding;
+      case TensorRole::OutputNorm: return w.output_norm;
+      default: return w.output;
     }
   }
   const LayerWeights& l = w.layers[size_t(spec.layer)];
   switch (spec.role) {
-    case TensorRole::AttnNorm:
-      return l.attn_norm;
-    case TensorRole::AttnQ:
-      return l.attn_q;
-    case TensorRole::AttnK:
-      return l.attn_k;
-    case TensorRole::AttnV:
-      return l.attn_v;
-    case TensorRole::AttnOutput:
-      return l.attn_output;
-    case TensorRole::AttnQNorm:
-      return l.attn_q_norm;
-    case TensorRole::AttnKNorm:
-      return l.attn_k_norm;
-    case TensorRole::FfnNorm:
-      return l.ffn_norm;
-    case TensorRole::FfnGate:
-      return l.ffn_gate;
-    case TensorRole::FfnUp:
-      return l.ffn_up;
-    default:
-      return l.ffn_down;
+    case TensorRole::AttnNorm: return l.attn_norm;
+    case TensorRole::AttnQ: return l.attn_q;
+    case TensorRole::AttnK: return l.attn_k;
+    case TensorRole::AttnV: return l.attn_v;
+    case TensorRole::AttnOutput: return l.attn_output;
+    case TensorRole::AttnQNorm: return l.attn_q_norm;
+    case TensorRole::AttnKNorm: return l.attn_k_norm;
+    case TensorRole::FfnNorm: return l.ffn_norm;
+    case TensorRole::FfnGate: return l.ffn_gate;
+    case TensorRole::FfnUp: return l.ffn_up;
+    default: return l.ffn_down;
   }
 }
 

@@ -41,8 +41,7 @@ std::vector<float> source_as_f32(const SafetensorsTensor& tensor, std::span<cons
         std::memcpy(&half_bits, bytes.data() + 2 * i, 2);
         out[i] = f16_to_f32(half_bits);
         break;
-      default:
-        std::memcpy(&out[i], bytes.data() + 4 * i, 4);
+      default: std::memcpy(&out[i], bytes.data() + 4 * i, 4);
     }
   }
   return out;
@@ -52,9 +51,7 @@ std::vector<float> gguf_as_f32(const GgufTensorInfo& tensor, std::span<const uin
   const size_t count = tensor.element_count();
   std::vector<float> out(count);
   switch (tensor.type) {
-    case GgmlType::F32:
-      std::memcpy(out.data(), bytes.data(), count * 4);
-      break;
+    case GgmlType::F32: std::memcpy(out.data(), bytes.data(), count * 4); break;
     case GgmlType::BF16:
       for (size_t i = 0; i < count; ++i) {
         uint16_t bits;

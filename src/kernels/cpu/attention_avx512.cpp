@@ -432,14 +432,10 @@ void attention_rows(const float* q, size_t q_stride, size_t rows, size_t first_p
                                                                            scale, scratch, out, out_stride);
   };
   switch (kv.head_dim) {
-    case 32:
-      return run.template operator()<2>();
-    case 64:
-      return run.template operator()<4>();
-    case 128:
-      return run.template operator()<8>();
-    case 256:
-      return run.template operator()<16>();
+    case 32: return run.template operator()<2>();
+    case 64: return run.template operator()<4>();
+    case 128: return run.template operator()<8>();
+    case 256: return run.template operator()<16>();
     default:
       return portable::attention_rows(q, q_stride, rows, first_position, group, kv, scale, scratch, out, out_stride);
   }

@@ -387,16 +387,11 @@ Expected<BandwidthResult> read_bandwidth(uint32_t threads, uint64_t bytes, uint3
 
 std::string_view multiply_add_kind_name(MultiplyAddKind kind) {
   switch (kind) {
-    case MultiplyAddKind::Fp32Fma:
-      return "fp32_fma";
-    case MultiplyAddKind::Bf16Dot:
-      return "bf16_dot";
-    case MultiplyAddKind::Int8Dot:
-      return "int8_dot";
-    case MultiplyAddKind::AmxBf16:
-      return "amx_bf16";
-    case MultiplyAddKind::AmxInt8:
-      return "amx_int8";
+    case MultiplyAddKind::Fp32Fma: return "fp32_fma";
+    case MultiplyAddKind::Bf16Dot: return "bf16_dot";
+    case MultiplyAddKind::Int8Dot: return "int8_dot";
+    case MultiplyAddKind::AmxBf16: return "amx_bf16";
+    case MultiplyAddKind::AmxInt8: return "amx_int8";
   }
   return "unknown";
 }

@@ -178,10 +178,8 @@ void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t o
       if (w.panels) return bf16_panels_matmul(w, in, out, out_stride);
       return bf16_matmul(w, in, out, out_stride);
     case GgmlType::Q8_0:
-    case GgmlType::Q4_1:
-      return quantized_matmul(w, in, out, out_stride);
-    default:
-      return ref::matmul(w, in, out, out_stride);
+    case GgmlType::Q4_1: return quantized_matmul(w, in, out, out_stride);
+    default: return ref::matmul(w, in, out, out_stride);
   }
 }
 

@@ -151,18 +151,10 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
       const FetchAhead next =
           first + kOutputs < w.rows && (row == 0 || row + kMaxRows >= in.rows) ? ahead : FetchAhead{};
       switch (std::min<size_t>(kMaxRows, in.rows - row)) {
-        case 1:
-          tile<Affine, 1>(rows, outputs, in, row, next, dst, out_stride);
-          break;
-        case 2:
-          tile<Affine, 2>(rows, outputs, in, row, next, dst, out_stride);
-          break;
-        case 3:
-          tile<Affine, 3>(rows, outputs, in, row, next, dst, out_stride);
-          break;
-        default:
-          tile<Affine, 4>(rows, outputs, in, row, next, dst, out_stride);
-          break;
+        case 1: tile<Affine, 1>(rows, outputs, in, row, next, dst, out_stride); break;
+        case 2: tile<Affine, 2>(rows, outputs, in, row, next, dst, out_stride); break;
+        case 3: tile<Affine, 3>(rows, outputs, in, row, next, dst, out_stride); break;
+        default: tile<Affine, 4>(rows, outputs, in, row, next, dst, out_stride); break;
       }
     }
   }

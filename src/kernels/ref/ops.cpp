@@ -43,23 +43,12 @@ float dot_bf16(const float* a, const uint16_t* b, size_t n) {
 void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
   const uint8_t* src = w.data + row * w.row_bytes;
   switch (w.type) {
-    case GgmlType::F32:
-      std::memcpy(out, src, w.cols * sizeof(float));
-      return;
-    case GgmlType::BF16:
-      bf16_to_f32_row(reinterpret_cast<const uint16_t*>(src), out, w.cols);
-      return;
-    case GgmlType::F16:
-      f16_to_f32_row(reinterpret_cast<const uint16_t*>(src), out, w.cols);
-      return;
-    case GgmlType::Q8_0:
-      dequantize_q8_0(reinterpret_cast<const BlockQ8_0*>(src), out, w.cols);
-      return;
-    case GgmlType::Q4_1:
-      dequantize_affine4(reinterpret_cast<const BlockAffine4*>(src), out, w.cols);
-      return;
-    case GgmlType::Q4_0:
-      break;
+    case GgmlType::F32: std::memcpy(out, src, w.cols * sizeof(float)); return;
+    case GgmlType::BF16: bf16_to_f32_row(reinterpret_cast<const uint16_t*>(src), out, w.cols); return;
+    case GgmlType::F16: f16_to_f32_row(reinterpret_cast<const uint16_t*>(src), out, w.cols); return;
+    case GgmlType::Q8_0: dequantize_q8_0(reinterpret_cast<const BlockQ8_0*>(src), out, w.cols); return;
+    case GgmlType::Q4_1: dequantize_affine4(reinterpret_cast<const BlockAffine4*>(src), out, w.cols); return;
+    case GgmlType::Q4_0: break;
   }
   std::memset(out, 0, w.cols * sizeof(float));  // unreachable: make_weight_matrix rejects it
 }
@@ -68,8 +57,7 @@ void prepare_rows(const PreparedInput& in, size_t first, size_t count) {
   const size_t cols = in.cols, blocks = cols / kInputBlock;
   const float* x = in.f32 + first * in.f32_stride;
   switch (in.format) {
-    case InputFormat::F32:
-      break;
+    case InputFormat::F32: break;
     case InputFormat::BF16:
       for (size_t r = 0; r < count; ++r) f32_to_bf16_row(x + r * in.f32_stride, in.bf16 + (first + r) * cols, cols);
       break;
@@ -110,9 +98,7 @@ void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t o
     for (size_t r = 0; r < in.rows; ++r) {
       float value = 0;
       switch (in.format) {
-        case InputFormat::F32:
-          value = dot(weights_f32, in.f32 + r * in.f32_stride, w.cols);
-          break;
+        case InputFormat::F32: value = dot(weights_f32, in.f32 + r * in.f32_stride, w.cols); break;
         case InputFormat::BF16:
           value = dot_prepared_bf16(reinterpret_cast<const uint16_t*>(weights), in.bf16 + r * in.cols, w.cols);
           break;

@@ -87,20 +87,14 @@ struct FakeTerminal {
         const std::string parameter = bytes.substr(i + 2, j - i - 2);
         const int n = parameter.empty() ? 1 : std::stoi(parameter);
         switch (bytes[j]) {
-          case 'A':
-            row = row >= size_t(n) ? row - size_t(n) : 0;
-            break;
+          case 'A': row = row >= size_t(n) ? row - size_t(n) : 0; break;
           case 'J':
             line().resize(std::min(line().size(), column));
             screen.resize(row + 1);
             break;
-          case 'K':
-            line().resize(std::min(line().size(), column));
-            break;
-          case 'm':
-            break;
-          default:
-            ADD_FAILURE() << "unexpected escape " << parameter << bytes[j];
+          case 'K': line().resize(std::min(line().size(), column)); break;
+          case 'm': break;
+          default: ADD_FAILURE() << "unexpected escape " << parameter << bytes[j];
         }
         i = j;
       } else if (c == '\n') {

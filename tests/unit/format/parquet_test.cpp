@@ -812,8 +812,7 @@ TEST(ParquetBuilt, DeltaEncodings) {
 std::vector<uint8_t> compress(int32_t codec, const std::vector<uint8_t>& raw) {
   std::vector<uint8_t> out;
   switch (codec) {
-    case 0:
-      return raw;
+    case 0: return raw;
     case 1: {
       size_t size = snappy_max_compressed_length(raw.size());
       out.resize(size);

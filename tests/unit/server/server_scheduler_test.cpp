@@ -65,15 +65,9 @@ Outcome collect(RequestChannel& channel, uint32_t n, std::chrono::seconds limit 
         out.text[event->choice] += event->reasoning + event->content;
         out.tokens[event->choice] += static_cast<uint32_t>(event->tokens.size());
         break;
-      case Event::Kind::Finish:
-        out.finish[event->choice] = event->finish_reason;
-        break;
-      case Event::Kind::Done:
-        out.usage = event->usage;
-        return out;
-      case Event::Kind::Error:
-        out.error = event->error;
-        return out;
+      case Event::Kind::Finish: out.finish[event->choice] = event->finish_reason; break;
+      case Event::Kind::Done: out.usage = event->usage; return out;
+      case Event::Kind::Error: out.error = event->error; return out;
     }
   }
   out.timed_out = true;

@@ -297,21 +297,11 @@ std::string random_utf8(std::mt19937& rng, size_t length) {
     const auto r = static_cast<uint32_t>(rng());
     uint32_t cp;
     switch (r % 5) {
-      case 0:
-        cp = 0x20 + r / 5 % 0x5F;
-        break;
-      case 1:
-        cp = static_cast<uint32_t>("\n\t \r"[r / 5 % 4]);
-        break;
-      case 2:
-        cp = 0xA0 + r / 5 % 0x700;
-        break;
-      case 3:
-        cp = 0x3000 + r / 5 % 0x6000;
-        break;
-      default:
-        cp = 0x1F300 + r / 5 % 0x300;
-        break;
+      case 0: cp = 0x20 + r / 5 % 0x5F; break;
+      case 1: cp = static_cast<uint32_t>("\n\t \r"[r / 5 % 4]); break;
+      case 2: cp = 0xA0 + r / 5 % 0x700; break;
+      case 3: cp = 0x3000 + r / 5 % 0x6000; break;
+      default: cp = 0x1F300 + r / 5 % 0x300; break;
     }
     if (cp >= 0xD800 && cp < 0xE000) cp = 'x';
     if (cp < 0x80) {
