@@ -122,6 +122,18 @@ void parse_dictionary_page_header(CompactReader& r, PageHeader& h) {
   if (r.ok() && seen != 3) r.fail("DictionaryPageHeader lacks a required field");
 }
 
+// A page header's nested struct (data, dictionary or data v2 header) read into h, marking it
+// present; a field of another type is skipped.
+void read_nested_header(CompactReader& r, const FieldHeader& f, PageHeader& h,
+                        void (*parse)(CompactReader&, PageHeader&), bool& present) {
+  if (f.type != CompactType::Struct) {
+    r.skip(f.type);
+    return;
+  }
+  parse(r, h);
+  present = true;
+}
+
 PageHeader parse_page_header(CompactReader& r) {
   PageHeader h;
   r.begin_struct();
@@ -130,30 +142,9 @@ PageHeader parse_page_header(CompactReader& r) {
       case 1: h.type = thrift::read_i32_field(r, f, "type"); break;
       case 2: h.uncompressed_size = thrift::read_i32_field(r, f, "uncompressed_page_size"); break;
       case 3: h.compressed_size = thrift::read_i32_field(r, f, "compressed_page_size"); break;
-      case 5:
-        if (f.type != CompactType::Struct) {
-          r.skip(f.type);
-          break;
-        }
-        parse_data_page_header(r, h);
-        h.has_data = true;
-        break;
-      case 7:
-        if (f.type != CompactType::Struct) {
-          r.skip(f.type);
-          break;
-        }
-        parse_dictionary_page_header(r, h);
-        h.has_dictionary = true;
-        break;
-      case 8:
-        if (f.type != CompactType::Struct) {
-          r.skip(f.type);
-          break;
-        }
-        parse_data_page_header_v2(r, h);
-        h.has_data_v2 = true;
-        break;
+      case 5: read_nested_header(r, f, h, parse_data_page_header, h.has_data); break;
+      case 7: read_nested_header(r, f, h, parse_dictionary_page_header, h.has_dictionary); break;
+      case 8: read_nested_header(r, f, h, parse_data_page_header_v2, h.has_data_v2); break;
       default: r.skip(f.type);
     }
   }

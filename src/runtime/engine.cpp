@@ -244,7 +244,7 @@ Status Session::truncate(uint32_t n) {
 
 void Session::release_blocks(bool publish) {
   if (!pooled()) return;
-  std::vector<uint32_t> held;  // published blocks this session references, root first
+  std::vector<uint32_t> held;  // published blocks the Session references, root first
   uint32_t parent = kNoBlock;
   uint64_t parent_hash = kRootBlockHash;
   bool chain_intact = publish;

@@ -118,7 +118,7 @@ class Session {
   std::span<const uint32_t> tokens() const { return tokens_; }
   // K/V bytes the session holds: all of its private storage, or its pooled blocks.
   uint64_t kv_storage_bytes() const;
-  // Blocks this session shares with the pool (adopted or published), from the start.
+  // Blocks the Session shares with the pool (adopted or published), from the start.
   uint32_t shared_blocks() const { return shared_blocks_; }
 
   // Appends `tokens` at the session's length and writes the logits of the last `logits_count`
