@@ -10,8 +10,6 @@
 #include "kernels/cpu/row_major_tiles.h"
 #include "kernels/ref/ops.h"
 
-#define KIPP_AVX2 __attribute__((target("avx2,fma,f16c")))
-
 namespace kipp::kernels::avx2 {
 namespace {
 

@@ -6,6 +6,9 @@
 #include "kernels/matmul_input.h"
 #include "kernels/weights.h"
 
+// What every function of the AVX2 kernels is compiled for (the library as a whole is not).
+#define KIPP_AVX2 __attribute__((target("avx2,fma,f16c")))
+
 namespace kipp::kernels::avx2 {
 
 // Whether this CPU runs the functions below.

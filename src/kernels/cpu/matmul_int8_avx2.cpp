@@ -8,8 +8,7 @@
 #include <type_traits>
 
 #include "format/quant.h"
-
-#define KIPP_AVX2 __attribute__((target("avx2,fma,f16c")))
+#include "kernels/cpu/matmul_avx2.h"
 
 namespace kipp::kernels::avx2 {
 namespace {
