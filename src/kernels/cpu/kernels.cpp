@@ -30,7 +30,7 @@ constexpr KernelTable kPortable{
 // The products on AVX2 (with FMA and F16C), the rest as in the portable table.
 constexpr KernelTable kAvx2{"avx2",
                             &input_format,
-                            &ref::dequantize_row,
+                            &avx2::dequantize_row,
                             &portable::prepare_rows,
                             &avx2::matmul,
                             &portable::rms_norm,
@@ -39,7 +39,9 @@ constexpr KernelTable kAvx2{"avx2",
                             &portable::attention_rows,
                             &portable::swiglu,
                             &portable::add,
-                            &portable::store_bf16};
+                            &portable::store_bf16,
+                            &avx2::packs_weights,
+                            &avx2::pack_weights};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
 constexpr KernelTable kAvx512{
@@ -80,7 +82,10 @@ const KernelTable* find_kernel_table(std::string_view name) {
 const KernelTable& cpu_kernels() {
   static const KernelTable& chosen = []() -> const KernelTable& {
     if (const char* wanted = std::getenv("KIPP_KERNELS"))
-      if (const KernelTable* table = find_kernel_table(wanted)) return *table;
+      if (const KernelTable* table = find_kernel_table(wanted)) {
+        if (table == &kAvx2) portable::cap_at_avx2();
+        return *table;
+      }
     return *available_kernel_tables().back();
   }();
   return chosen;

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/matmul_bf16_panels_avx2.h"
 #include "kernels/cpu/matmul_int8_avx2.h"
 #include "kernels/cpu/row_major_tiles.h"
 #include "kernels/ref/ops.h"
@@ -149,8 +151,22 @@ bool supported() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
+bool packs_weights(const WeightMatrix& w) { return stores_bf16_panels(w); }
+
+bool pack_weights(const WeightMatrix& w, uint8_t* out) {
+  if (!stores_bf16_panels(w)) return false;
+  pack_bf16_panels(w, out);
+  return true;
+}
+
+void dequantize_row(const WeightMatrix& w, size_t row, float* out) {
+  if (w.type == GgmlType::BF16 && w.panels) return dequantize_bf16_panel_row(w, row, out);
+  ref::dequantize_row(w, row, out);
+}
+
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  if (w.type == GgmlType::BF16 && in.format == InputFormat::BF16) return bf16_matmul(w, in, out, out_stride);
+  if (w.type == GgmlType::BF16 && in.format == InputFormat::BF16)
+    return w.panels ? bf16_panels_matmul(w, in, out, out_stride) : bf16_matmul(w, in, out, out_stride);
   if ((w.type == GgmlType::Q8_0 || w.type == GgmlType::Q4_1) && in.format == InputFormat::Q8)
     return quantized_matmul(w, in, out, out_stride);
   ref::matmul(w, in, out, out_stride);

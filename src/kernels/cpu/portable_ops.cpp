@@ -267,6 +267,8 @@ HWY_EXPORT(Swiglu);
 HWY_EXPORT(Add);
 HWY_EXPORT(StoreBf16);
 
+void cap_at_avx2() { hwy::DisableTargets(HWY_AVX3 | HWY_AVX3_DL); }
+
 void prepare_rows(const PreparedInput& in, size_t first, size_t count) {
   const size_t cols = in.cols, blocks = cols / kInputBlock;
   const float* x = in.f32 + first * in.f32_stride;

@@ -9,6 +9,10 @@
 
 namespace kipp::kernels::portable {
 
+// Limits the targets picked from then on to AVX2 and below, for the whole process: an AVX2 table
+// forced on an AVX-512 CPU then runs its portable entries as an AVX2 CPU would.
+void cap_at_avx2();
+
 void prepare_rows(const PreparedInput& in, size_t first, size_t count);
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 void rms_norm(const float* x, const float* weight, float* out, size_t n, float eps);
