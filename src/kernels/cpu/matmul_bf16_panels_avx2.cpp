@@ -20,11 +20,13 @@ constexpr size_t kRowsAheadBlocks = 8;
 // Panels per pass over prefill's rows: 4 x 16 rows x up to 3072 columns of weights (384 KiB)
 // stay in a 512 KiB L2, the smallest of the CPUs this table is for.
 constexpr size_t kPanelsPerPass = 4;
-// 16 vector registers: a tile of R rows x P panels holds 2 x R x P accumulators, the two FP32
-// vectors of the weight half being multiplied and each row's two broadcast inputs. Up to 4 rows
-// stream past one panel (8 accumulators); prefill tiles are 4 rows past one panel too.
-constexpr int kMaxStreamingRows = 4;
-constexpr int kMaxPrefillRows = 4;
+// 16 vector registers: a tile of R rows x P panels holds 2 x R x P accumulators, each row's two
+// broadcast inputs and the two FP32 vectors of the weight half being multiplied. Up to 3 rows
+// stream past one panel (6 accumulators, 6 broadcasts); prefill tiles are 2 rows past two panels
+// (8 accumulators, 4 broadcasts), which bench/kernel_bench on weights in cache finds faster than
+// 3 x 1 or 4 x 1 (whose 8 broadcasts spill).
+constexpr int kMaxStreamingRows = 3;
+constexpr int kMaxPrefillRows = 2;
 constexpr size_t kMaxPanelByPanelRows = 64;
 
 // R input rows of block-major FP32 `x` times P panels (Bf16PanelTileFn's contract). With
@@ -89,7 +91,7 @@ template <int P, size_t Ahead, int N>
 constexpr std::array<TileFn, N> kTiles = tiles<P, Ahead>(std::make_index_sequence<N>());
 
 // One row: 4 panels side by side (8 accumulator chains, enough to hide the FMA latency). 2 rows:
-// 2 panels. More rows: one panel at a time.
+// 2 panels. 3 rows: one panel at a time.
 constexpr Bf16PanelTiles<float> kPanelTiles{
     kMaxStreamingRows,
     2,
@@ -100,7 +102,7 @@ constexpr Bf16PanelTiles<float> kPanelTiles{
     {kTiles<2, kRowsAheadBlocks, 2>.data(), kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), 2},
     {kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), 1},
     {kTiles<1, kFetchNextPanel, kMaxStreamingRows>.data(), kTiles<1, kFetchNextPanel, kMaxStreamingRows>.data(), 1},
-    {kTiles<1, 0, kMaxPrefillRows>.data(), kTiles<1, 0, kMaxPrefillRows>.data(), 1}};
+    {kTiles<2, 0, kMaxPrefillRows>.data(), kTiles<1, 0, kMaxPrefillRows>.data(), 2}};
 
 }  // namespace
 
