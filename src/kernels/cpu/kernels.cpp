@@ -8,6 +8,7 @@
 #include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_amx.h"
+#include "kernels/cpu/matmul_int8_avx2.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/cpu/portable_ops.h"
 
@@ -39,7 +40,15 @@ constexpr KernelTable kAvx2{"avx2",
                             &portable::attention_rows,
                             &portable::swiglu,
                             &portable::add,
-                            &portable::store_bf16};
+                            &portable::store_bf16,
+                            &avx2::packs_quantized,
+                            &avx2::pack_quantized};
+
+// The AVX2 table with quantized products on AVX-VNNI (VPDPBUSD on 256-bit registers).
+constexpr KernelTable kAvx2Vnni{
+    "avx2-vnni",         &input_format,         &ref::dequantize_row,   &portable::prepare_rows,   &avx2::matmul_vnni,
+    &portable::rms_norm, &ref::rope_angles,     &portable::rope,        &portable::attention_rows, &portable::swiglu,
+    &portable::add,      &portable::store_bf16, &avx2::packs_quantized, &avx2::pack_quantized};
 
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
 constexpr KernelTable kAvx512{
@@ -59,6 +68,7 @@ constexpr KernelTable kAmx{"avx512-amx-bf16",        &input_format,         &avx
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};
   if (avx2::supported()) tables.push_back(&kAvx2);
+  if (avx2::vnni_supported()) tables.push_back(&kAvx2Vnni);
   if (avx512::supported()) tables.push_back(&kAvx512);
   if (amx::supported()) tables.push_back(&kAmx);
   return tables;
