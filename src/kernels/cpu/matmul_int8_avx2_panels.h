@@ -166,8 +166,8 @@ KIPP_INT8_TARGET void panel_rows(const uint8_t* panel, size_t half, const Prepar
       const float x_scaled_sum = Affine ? in.q8_scaled_sum[x_block] : 0.0f;
 #pragma GCC unroll 2
       for (int h = 0; h < H; ++h)
-        acc[r][h] = cpu::add_block<Affine>(acc[r][h], scales[h], mins[h], sums[r][h], in.q8_scale[x_block],
-                                           x_scaled_sum);
+        acc[r][h] =
+            cpu::add_block<Affine>(acc[r][h], scales[h], mins[h], sums[r][h], in.q8_scale[x_block], x_scaled_sum);
     }
   }
 #pragma GCC unroll 8
@@ -195,8 +195,7 @@ void panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, s
     // Every panel read once, from memory, as one sequential stream fetched ahead of its use.
     const auto fn = PanelRowsTable<Vnni, Affine, 2>::fns[in.rows - 1];
     const ptrdiff_t ahead = static_cast<ptrdiff_t>(fetch_ahead_blocks(Affine) * stored_panel_block(Affine).bytes);
-    for (size_t p = 0; p < panels; ++p)
-      fn(w.data + p * panel_bytes, 0, in, 0, ahead, out + p * kPanelRows, out_stride);
+    for (size_t p = 0; p < panels; ++p) fn(w.data + p * panel_bytes, 0, in, 0, ahead, out + p * kPanelRows, out_stride);
     return;
   }
   // Tiles as even as they can be: as few as fit, of sizes differing by at most one.
@@ -209,9 +208,8 @@ void panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, s
         // The first tile fetches the next panel line for line, so memory keeps streaming while
         // the tiles after it compute from cache.
         const ptrdiff_t fetch = half == 0 && t == 0 && p + 1 < panels ? static_cast<ptrdiff_t>(panel_bytes) : 0;
-        PanelRowsTable<Vnni, Affine, 1>::fns[end - row - 1](panel, half, in, row, fetch,
-                                                             out + row * out_stride + p * kPanelRows + half * kHalfRows,
-                                                             out_stride);
+        PanelRowsTable<Vnni, Affine, 1>::fns[end - row - 1](
+            panel, half, in, row, fetch, out + row * out_stride + p * kPanelRows + half * kHalfRows, out_stride);
         row = end;
       }
   }

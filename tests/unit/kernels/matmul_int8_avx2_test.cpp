@@ -26,8 +26,8 @@ namespace ref = kipp::kernels::ref;
 // The table named `name`, or null when this CPU does not run it.
 const KernelTable* table_or_null(const char* name) { return kipp::kernels::find_kernel_table(name); }
 
-#define TABLE_OR_SKIP(table, name, isa)               \
-  const KernelTable* table = table_or_null(name);     \
+#define TABLE_OR_SKIP(table, name, isa)           \
+  const KernelTable* table = table_or_null(name); \
   if (table == nullptr) GTEST_SKIP() << "this CPU lacks " isa
 
 // w packed by the table, then its products against ref::matmul on the stored bytes, outputs
