@@ -8,7 +8,7 @@
 // block's integer sum lands whole in its lane (no horizontal sums), and the float step follows
 // the reference's order (ref/q8_rows.h), so every result is the reference's bit for bit. Decoding
 // reads both halves of a panel in one pass, a single sequential stream of weights; prefill tiles
-// take one half at a time past up to 6 input rows, the panel then staying in cache for the next
+// take one half at a time past several input rows, the panel then staying in cache for the next
 // tiles.
 #pragma once
 
@@ -42,7 +42,7 @@ constexpr size_t fetch_ahead_blocks(bool affine) { return affine ? 16 : 8; }
 
 // Input rows a tile takes with both halves of a panel (decoding) and with one (prefill): the
 // integer and float accumulators of every row and half, the weight vectors (AVX2 also their
-// magnitudes) and the broadcast input fit the 16 vector registers.
+// magnitudes) and the broadcast input are sized to the 16 vector registers.
 constexpr int stream_rows(bool vnni) { return vnni ? 3 : 2; }
 constexpr int prefill_rows(bool vnni) { return vnni ? 6 : 5; }
 

@@ -1,7 +1,8 @@
 // The reference's float step for one 32-column block of a quantized product (ref/q8_rows.h), in
 // 16 lanes (AVX-512) or 8 (AVX) at once: acc += (d_w * d_x) * float(block sum) [+ min_w * (d_x *
-// input code sum)]. Shared by the integer kernels so all give the reference's bits; a file that includes it
-// must be compiled with -ffp-contract=off (a fused multiply-add would round once, not twice).
+// input code sum)]. Shared by the integer kernels so all give the reference's bits; a file that
+// includes it must be compiled with -ffp-contract=off (a fused multiply-add would round once,
+// not twice).
 #pragma once
 
 #include <immintrin.h>
