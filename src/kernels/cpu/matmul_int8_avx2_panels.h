@@ -191,6 +191,7 @@ struct PanelRowsTable {
 template <bool Vnni, bool Affine>
 void panels_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   const size_t panel_bytes = kPanelRows * w.row_bytes, panels = w.rows / kPanelRows;
+  if (in.rows == 0) return;
   if (in.rows <= static_cast<size_t>(stream_rows(Vnni))) {
     // Every panel read once, from memory, as one sequential stream fetched ahead of its use.
     const auto fn = PanelRowsTable<Vnni, Affine, 2>::fns[in.rows - 1];

@@ -50,6 +50,9 @@ void expect_packed_equal(const KernelTable& table, const kipp::testing::StoredMa
           << "row " << r << " output " << o;
     for (size_t o = outputs; o < stride; ++o) ASSERT_TRUE(std::isnan(got[r * stride + o])) << "gap after row " << r;
   }
+  kipp::kernels::PreparedInput none = x.in;  // no input rows: nothing to write
+  none.rows = 0;
+  table.matmul(w, none, nullptr, stride);
 }
 
 void packed_shapes_equal_reference(const KernelTable& table) {
