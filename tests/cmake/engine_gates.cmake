@@ -50,4 +50,14 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
   set_tests_properties(engine_gates_tiny_avx2_kernels PROPERTIES
                        FIXTURES_REQUIRED "${KIPP_HF_FIXTURE_tiny};gguf_tiny_bf16" TIMEOUT 300
                        ENVIRONMENT KIPP_KERNELS=avx2)
+  # The same on the AVX-VNNI table (its BF16 products are the AVX2 table's, its quantized ones
+  # are held to the reference in unit tests and kernel_gates): on a CPU without AVX-VNNI the
+  # name falls back to the best table, and the gate still runs.
+  add_test(NAME engine_gates_tiny_avx2_vnni_kernels
+           COMMAND engine_gates ${KIPP_MODELS}/tiny-bf16.gguf ${KIPP_MODELS}/tiny-hf ${KIPP_PY}
+                   ${CMAKE_SOURCE_DIR}/tools/torch_reference.py ${CMAKE_BINARY_DIR}/gates/tiny-avx2-vnni-kernels
+                   5e-5,0.98)
+  set_tests_properties(engine_gates_tiny_avx2_vnni_kernels PROPERTIES
+                       FIXTURES_REQUIRED "${KIPP_HF_FIXTURE_tiny};gguf_tiny_bf16" TIMEOUT 300
+                       ENVIRONMENT KIPP_KERNELS=avx2-vnni)
 endif()

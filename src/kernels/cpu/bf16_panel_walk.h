@@ -114,8 +114,8 @@ void multiply(const WeightMatrix& w, const PreparedInput& in, const Element* inp
 
 // ref::matmul's contract for BF16 weights packed by pack_bf16_panels (w.panels), with `tiles`.
 template <class Element>
-void walk_bf16_panels(const WeightMatrix& w, const PreparedInput& in, const Bf16PanelTiles<Element>& tiles,
-                      float* out, size_t out_stride) {
+void walk_bf16_panels(const WeightMatrix& w, const PreparedInput& in, const Bf16PanelTiles<Element>& tiles, float* out,
+                      size_t out_stride) {
   using bf16_panel_walk_detail::multiply;
   if (in.rows == 0) return;
   thread_local BlockMajorInput<Element> block_major;

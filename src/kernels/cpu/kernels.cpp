@@ -8,6 +8,7 @@
 #include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_amx.h"
+#include "kernels/cpu/matmul_int8_avx2.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/cpu/portable_ops.h"
 
@@ -43,6 +44,12 @@ constexpr KernelTable kAvx2{"avx2",
                             &avx2::packs_weights,
                             &avx2::pack_weights};
 
+// The AVX2 table with quantized products on AVX-VNNI (VPDPBUSD on 256-bit registers).
+constexpr KernelTable kAvx2Vnni{
+    "avx2-vnni",         &input_format,         &avx2::dequantize_row, &portable::prepare_rows,   &avx2::matmul_vnni,
+    &portable::rms_norm, &ref::rope_angles,     &portable::rope,       &portable::attention_rows, &portable::swiglu,
+    &portable::add,      &portable::store_bf16, &avx2::packs_weights,  &avx2::pack_weights};
+
 // The products on AVX-512 BF16/VNNI, the rest as in the portable table.
 constexpr KernelTable kAvx512{
     "avx512-bf16-vnni",  &input_format,         &avx512::dequantize_row, &portable::prepare_rows, &avx512::matmul,
@@ -61,6 +68,7 @@ constexpr KernelTable kAmx{"avx512-amx-bf16",        &input_format,         &avx
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};
   if (avx2::supported()) tables.push_back(&kAvx2);
+  if (avx2::vnni_supported()) tables.push_back(&kAvx2Vnni);
   if (avx512::supported()) tables.push_back(&kAvx512);
   if (amx::supported()) tables.push_back(&kAmx);
   return tables;
@@ -83,7 +91,7 @@ const KernelTable& cpu_kernels() {
   static const KernelTable& chosen = []() -> const KernelTable& {
     if (const char* wanted = std::getenv("KIPP_KERNELS"))
       if (const KernelTable* table = find_kernel_table(wanted)) {
-        if (table == &kAvx2) portable::cap_at_avx2();
+        if (table == &kAvx2 || table == &kAvx2Vnni) portable::cap_at_avx2();
         return *table;
       }
     return *available_kernel_tables().back();

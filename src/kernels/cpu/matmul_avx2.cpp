@@ -151,10 +151,10 @@ bool supported() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
 
-bool packs_weights(const WeightMatrix& w) { return stores_bf16_panels(w); }
+bool packs_weights(const WeightMatrix& w) { return stores_bf16_panels(w) || packs_quantized(w); }
 
 bool pack_weights(const WeightMatrix& w, uint8_t* out) {
-  if (!stores_bf16_panels(w)) return false;
+  if (!stores_bf16_panels(w)) return pack_quantized(w, out);
   pack_bf16_panels(w, out);
   return true;
 }

@@ -1,6 +1,6 @@
 // Matrix products for x86 CPUs with AVX2, FMA and F16C but no AVX-512: BF16 weights widened to
-// FP32 in registers and multiplied with FMA, Q8_0 and affine4 weights with VPMADDUBSW on Q8
-// inputs (matmul_int8_avx2.h).
+// FP32 in registers and multiplied with FMA, Q8_0 and affine4 weights with VPMADDUBSW (or, in the
+// avx2-vnni table, VPDPBUSD) on Q8 inputs (matmul_int8_avx2.h).
 #pragma once
 
 #include "kernels/matmul_input.h"
@@ -21,8 +21,9 @@ bool supported();
 // tiling several rows and outputs to share loads never changes a result.
 void matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride);
 
-// KernelTable::packs_weights / pack_weights: BF16 matrices of whole 16-row panels and 32-column
-// blocks as BF16 panels (bf16_panels.h).
+// KernelTable::packs_weights / pack_weights of both AVX2 tables: BF16 matrices of whole 16-row
+// panels and 32-column blocks as BF16 panels (bf16_panels.h), Q8_0 and Q4_1 ones of whole panels
+// as the integer panels (pack_quantized, matmul_int8_avx2.h).
 bool packs_weights(const WeightMatrix& w);
 bool pack_weights(const WeightMatrix& w, uint8_t* out);
 

@@ -33,8 +33,8 @@ constexpr size_t kMaxPanelByPanelRows = 64;
 // Ahead > 0, the lines Ahead blocks further on in each panel are fetched as the tile goes; with
 // kFetchNextPanel, the same lines of the panel after.
 template <int R, int P, size_t Ahead>
-KIPP_AVX2 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blocks, const float* x,
-                          size_t block_stride, float* out, size_t out_stride) {
+KIPP_AVX2 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blocks, const float* x, size_t block_stride,
+                          float* out, size_t out_stride) {
   __m256 acc[R][2 * P];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)

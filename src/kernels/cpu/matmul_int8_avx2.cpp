@@ -10,6 +10,9 @@
 #include "format/quant.h"
 #include "kernels/cpu/matmul_avx2.h"
 
+#define KIPP_INT8_TARGET KIPP_AVX2
+#include "kernels/cpu/matmul_int8_avx2_panels.h"
+
 namespace kipp::kernels::avx2 {
 namespace {
 
@@ -136,7 +139,7 @@ KIPP_AVX2 void tile(const uint8_t* const (&rows)[kOutputs], size_t outputs, cons
 }
 
 template <bool Affine>
-void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
+void stored_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
   for (size_t first = 0; first < w.rows; first += kOutputs) {
     const size_t outputs = std::min<size_t>(kOutputs, w.rows - first);
     const uint8_t* rows[kOutputs];
@@ -162,8 +165,19 @@ void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out
 }  // namespace
 
 void quantized_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {
-  return w.type == GgmlType::Q4_1 ? quantized_matmul<true>(w, in, out, out_stride)
-                                  : quantized_matmul<false>(w, in, out, out_stride);
+  const bool affine = w.type == GgmlType::Q4_1;
+  if (w.panels)
+    return affine ? panels_matmul<false, true>(w, in, out, out_stride)
+                  : panels_matmul<false, false>(w, in, out, out_stride);
+  return affine ? stored_matmul<true>(w, in, out, out_stride) : stored_matmul<false>(w, in, out, out_stride);
+}
+
+bool packs_quantized(const WeightMatrix& w) { return cpu::stores_panels(w); }
+
+bool pack_quantized(const WeightMatrix& w, uint8_t* out) {
+  if (!cpu::stores_panels(w)) return false;
+  cpu::pack_quantized_panels(w, out);
+  return true;
 }
 
 }  // namespace kipp::kernels::avx2
