@@ -27,8 +27,9 @@ template <class Element>
 using Bf16PanelTileFn = void (*)(const uint8_t* panel, size_t panel_bytes, size_t blocks, const Element* x,
                                  size_t block_stride, float* out, size_t out_stride);
 
-// A tile's Ahead argument that fetches the same lines of the panel after its own: the row tiles
-// after a panel's first do, so that memory keeps streaming while they compute on cached weights.
+// A tile's Ahead argument that fetches the same lines of the panels after its own: the row tiles
+// after the first over a group of panels do, so that memory keeps streaming while they compute
+// on cached weights.
 inline constexpr size_t kFetchNextPanel = ~size_t{0};
 
 // Fetches the line `ahead` bytes past `at` into L2, not L1: requests into L1 hold its few miss
@@ -51,11 +52,11 @@ struct Bf16PanelShape {
 // shapes), the same lines of the next panel (rows_fetching_next), or nothing (prefill).
 template <class Element>
 struct Bf16PanelTiles {
-  size_t max_streaming_rows;  // rows that stream every panel once (a batch being decoded)
-  size_t max_few_rows;        // rows up to which few_rows applies (one row takes one_row)
-  size_t max_panel_by_panel_rows;
-  size_t max_prefill_rows;  // rows per prefill tile
-  size_t panels_per_pass;   // prefill panels kept in L2 while every row tile passes them
+  size_t max_streaming_rows;       // rows that stream every panel once (a batch being decoded)
+  size_t max_few_rows;             // rows up to which few_rows applies (one row takes one_row)
+  size_t max_panel_by_panel_rows;  // rows that go over `rows.panels` panels at a time, in row tiles
+  size_t max_prefill_rows;         // rows per prefill tile
+  size_t panels_per_pass;          // prefill panels kept in L2 while every row tile passes them
   Bf16PanelShape<Element> one_row, few_rows, rows, rows_fetching_next, prefill;
 };
 
@@ -131,11 +132,15 @@ void walk_bf16_panels(const WeightMatrix& w, const PreparedInput& in, const Bf16
   // The rows split into as few tiles as fit, of sizes differing by at most one.
   const auto tile_end = [&](size_t row_tiles, size_t t) { return in.rows * (t + 1) / row_tiles; };
   if (in.rows <= tiles.max_panel_by_panel_rows) {
+    // A few dozen rows: the first row tile over a group of panels reads it from memory, fetching
+    // ahead; the others find it in L2 and fetch the next group.
     const size_t row_tiles = (in.rows + tiles.max_streaming_rows - 1) / tiles.max_streaming_rows;
-    for (size_t p = 0; p < panels; ++p)
+    for (size_t p = 0; p < panels; p += tiles.rows.panels) {
+      const size_t end = std::min(panels, p + tiles.rows.panels);
       for (size_t t = 0, row = 0; t < row_tiles; row = tile_end(row_tiles, t++))
-        multiply(w, in, input, row, tile_end(row_tiles, t) - row, p, p + 1,
+        multiply(w, in, input, row, tile_end(row_tiles, t) - row, p, end,
                  t == 0 ? tiles.rows : tiles.rows_fetching_next, out, out_stride);
+    }
     return;
   }
   const size_t row_tiles = (in.rows + tiles.max_prefill_rows - 1) / tiles.max_prefill_rows;

@@ -21,11 +21,10 @@ constexpr size_t kRowsAheadBlocks = 8;
 // stay in a 512 KiB L2, the smallest of the CPUs this table is for.
 constexpr size_t kPanelsPerPass = 4;
 // 16 vector registers: a tile of R rows x P panels holds 2 x R x P accumulators, each row's two
-// broadcast inputs and the two FP32 vectors of the weight half being multiplied. Up to 3 rows
-// stream past one panel (6 accumulators, 6 broadcasts); prefill tiles are 2 rows past two panels
-// (8 accumulators, 4 broadcasts), which bench/kernel_bench on weights in cache finds faster than
-// 3 x 1 or 4 x 1 (whose 8 broadcasts spill).
-constexpr int kMaxStreamingRows = 3;
+// broadcast inputs and the two FP32 vectors of the weight half being multiplied. Tiles of 2 rows
+// past 2 panels (8 accumulators, 4 broadcasts) serve batches and prefill alike: bench/kernel_bench
+// on weights in cache finds them faster than 3 x 1 or 4 x 1 (whose 8 broadcasts spill).
+constexpr int kMaxStreamingRows = 2;
 constexpr int kMaxPrefillRows = 2;
 constexpr size_t kMaxPanelByPanelRows = 64;
 
@@ -57,7 +56,7 @@ KIPP_AVX2 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t block
         const uint8_t* at = tile + (h / 2) * panel_bytes + line * 64 + (h % 2) * 32;
         if (h % 2 == 0) {
           if constexpr (Ahead == kFetchNextPanel)
-            fetch_to_l2(at, panel_bytes);
+            fetch_to_l2(at, P * panel_bytes);
           else if constexpr (Ahead > 0)
             fetch_to_l2(at, Ahead * kBf16TileBytes);
         }
@@ -90,18 +89,19 @@ constexpr std::array<TileFn, sizeof...(R)> tiles(std::index_sequence<R...>) {
 template <int P, size_t Ahead, int N>
 constexpr std::array<TileFn, N> kTiles = tiles<P, Ahead>(std::make_index_sequence<N>());
 
-// One row: 4 panels side by side (8 accumulator chains, enough to hide the FMA latency). 2 rows:
-// 2 panels. 3 rows: one panel at a time.
+// One row: 4 panels side by side (8 accumulator chains, enough to hide the FMA latency). More
+// rows: tiles of 2 rows past 2 panels, streaming (2 rows), panel group by panel group (up to 64
+// rows) or in passes over 4 panels (prefill).
 constexpr Bf16PanelTiles<float> kPanelTiles{
     kMaxStreamingRows,
-    2,
+    kMaxStreamingRows,
     kMaxPanelByPanelRows,
     kMaxPrefillRows,
     kPanelsPerPass,
     {kTiles<4, kRowAheadBlocks, 1>.data(), kTiles<1, kRowAheadBlocks, 1>.data(), 4},
-    {kTiles<2, kRowsAheadBlocks, 2>.data(), kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), 2},
-    {kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), kTiles<1, kRowsAheadBlocks, kMaxStreamingRows>.data(), 1},
-    {kTiles<1, kFetchNextPanel, kMaxStreamingRows>.data(), kTiles<1, kFetchNextPanel, kMaxStreamingRows>.data(), 1},
+    {kTiles<2, kRowsAheadBlocks, 2>.data(), kTiles<1, kRowsAheadBlocks, 2>.data(), 2},
+    {kTiles<2, kRowsAheadBlocks, 2>.data(), kTiles<1, kRowsAheadBlocks, 2>.data(), 2},
+    {kTiles<2, kFetchNextPanel, 2>.data(), kTiles<1, kFetchNextPanel, 2>.data(), 2},
     {kTiles<2, 0, kMaxPrefillRows>.data(), kTiles<1, 0, kMaxPrefillRows>.data(), 2}};
 
 }  // namespace

@@ -57,8 +57,8 @@ KIPP_AVX512 void panel_tile(const uint8_t* panel, size_t panel_bytes, size_t blo
       for (int p = 0; p < P; ++p) {
         const uint8_t* at = tile + p * panel_bytes + line * 64;
         if constexpr (Ahead == kFetchNextPanel) {
-          fetch_to_l2(at, panel_bytes);
-          fetch_to_l2(at, panel_bytes + 64);
+          fetch_to_l2(at, P * panel_bytes);
+          fetch_to_l2(at, P * panel_bytes + 64);
         } else if constexpr (Ahead > 0) {
           fetch_to_l2(at, Ahead * kBf16TileBytes);
           fetch_to_l2(at, Ahead * kBf16TileBytes + 64);
