@@ -3,13 +3,20 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/portable_ops.h"
+
+// Each architecture's tables are built only for it (CMakeLists.txt leaves the others' files out).
+#if defined(__x86_64__)
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/matmul_amx.h"
 #include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/matmul_avx512.h"
 #include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
-#include "kernels/cpu/portable_ops.h"
+#endif
+#if defined(__aarch64__)
+#include "kernels/cpu/matmul_neon.h"
+#endif
 
 namespace kipp::kernels {
 namespace {
@@ -27,6 +34,7 @@ constexpr KernelTable kPortable{
     &portable::rms_norm, &ref::rope_angles,    &portable::rope,      &portable::attention_rows, &portable::swiglu,
     &portable::add,      &portable::store_bf16};
 
+#if defined(__x86_64__)
 // The products on AVX2 (with FMA and F16C), the rest as in the portable table.
 constexpr KernelTable kAvx2{"avx2",
                             &input_format,
@@ -55,12 +63,35 @@ constexpr KernelTable kAmx{"avx512-amx-bf16",        &input_format,         &avx
                            &portable::swiglu,        &portable::add,        &portable::store_bf16,
                            &avx512::packs_weights,   &avx512::pack_weights, true,
                            &amx::int8_tiles_for_rows};
+#endif
+
+#if defined(__aarch64__)
+// The products on NEON (sdot and BF16 dot products where the CPU has them), the rest as in the
+// portable table.
+constexpr KernelTable kNeon{"neon",
+                            &input_format,
+                            &ref::dequantize_row,
+                            &portable::prepare_rows,
+                            &neon::matmul,
+                            &portable::rms_norm,
+                            &ref::rope_angles,
+                            &portable::rope,
+                            &portable::attention_rows,
+                            &portable::swiglu,
+                            &portable::add,
+                            &portable::store_bf16};
+#endif
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};
+#if defined(__x86_64__)
   if (avx2::supported()) tables.push_back(&kAvx2);
   if (avx512::supported()) tables.push_back(&kAvx512);
   if (amx::supported()) tables.push_back(&kAmx);
+#endif
+#if defined(__aarch64__)
+  tables.push_back(&kNeon);  // every ARM64 CPU has NEON
+#endif
   return tables;
 }
 
