@@ -84,8 +84,7 @@ struct WidenStep {
 // The same step with BFDOT: each lane adds the products of one pair of neighbouring values.
 struct BfdotStep {
   template <int R, int C>
-  static KIPP_BF16 void run(float32x4_t (&acc)[R][C], const uint16_t* const (&w)[C],
-                                        const uint16_t* const (&x)[R]) {
+  static KIPP_BF16 void run(float32x4_t (&acc)[R][C], const uint16_t* const (&w)[C], const uint16_t* const (&x)[R]) {
     bfloat16x8_t weights[C];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) weights[c] = vreinterpretq_bf16_u16(vld1q_u16(w[c]));
@@ -236,10 +235,10 @@ KIPP_INLINE float32x4_t block_halves(const uint8_t* const (&rows)[kQuantOutputs]
 
 struct QuantTile {
   const PreparedInput* in;
-  size_t row;                            // first input row
-  const uint8_t* rows[kQuantOutputs];    // the weight rows (a partial tile repeats its last)
-  size_t outputs;                        // outputs stored
-  float* out;                            // out for (first row, first output)
+  size_t row;                          // first input row
+  const uint8_t* rows[kQuantOutputs];  // the weight rows (a partial tile repeats its last)
+  size_t outputs;                      // outputs stored
+  float* out;                          // out for (first row, first output)
   size_t out_stride;
 };
 
@@ -270,7 +269,8 @@ void quant_tile_body(const QuantTile& t) {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       // Lane c: the block sum of output c (integer adds, exact in any order).
-      const int32x4_t sums = vpaddq_s32(vpaddq_s32(partial[r][0], partial[r][1]), vpaddq_s32(partial[r][2], partial[r][3]));
+      const int32x4_t sums =
+          vpaddq_s32(vpaddq_s32(partial[r][0], partial[r][1]), vpaddq_s32(partial[r][2], partial[r][3]));
       const size_t block = (t.row + r) * blocks + b;
       float32x4_t term = vmulq_f32(vmulq_n_f32(scales, in.q8_scale[block]), vcvtq_f32_s32(sums));
       if constexpr (Affine) term = vaddq_f32(term, vmulq_n_f32(mins, in.q8_scaled_sum[block]));
