@@ -115,17 +115,17 @@ constexpr size_t kChains = 12;
 
 volatile float g_fp32_multiplier = 0.999999f;
 volatile float g_fp32_addend = 1e-6f;
+
+#if defined(__x86_64__)
 volatile float g_bf16_operand = 1e-3f;
 volatile int g_int8_operand = 0x01010101;
 
 // Multiply-adds per iteration of each probe: chains x lanes (x pairs or quads per lane).
 constexpr double kZmmFp32PerIteration = kChains * 16;
 constexpr double kYmmFp32PerIteration = kChains * 8;
-constexpr double kScalarFp32PerIteration = kChains;
 constexpr double kBf16PerIteration = kChains * 16 * 2;
 constexpr double kInt8PerIteration = kChains * 16 * 4;
 
-#if defined(__x86_64__)
 // Through memory: GCC 12 warns (falsely) inside _mm512_reduce_add_ps and the conversions.
 __attribute__((target("avx512f"))) float sum_lanes(__m512 x) {
   alignas(64) float lanes[16];
@@ -182,6 +182,8 @@ void fp32_fma_neon(uint64_t iterations, volatile float* sink) {
   *sink = vaddvq_f32(total);
 }
 #else
+constexpr double kScalarFp32PerIteration = kChains;
+
 void fp32_scalar(uint64_t iterations, volatile float* sink) {
   const float a = g_fp32_multiplier, b = g_fp32_addend;
   float acc[kChains];

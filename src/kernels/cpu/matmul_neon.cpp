@@ -20,8 +20,31 @@
 #include "kernels/ref/ops.h"
 
 // The optional instructions, compiled per function so the library itself runs on every ARMv8-A.
+#if defined(__clang__)
+#define KIPP_DOTPROD __attribute__((target("dotprod")))
+#define KIPP_BF16 __attribute__((target("bf16")))
+#else
 #define KIPP_DOTPROD __attribute__((target("arch=armv8.2-a+dotprod")))
 #define KIPP_BF16 __attribute__((target("arch=armv8.2-a+bf16")))
+#endif
+// Whether this compiler offers an optional instruction's intrinsics to a function compiled for
+// it: GCC does; older clang (arm_neon.h before LLVM 17 at least) only to a whole build compiled
+// for the feature, and without it the instruction is left unused.
+#if !defined(__clang__) || __clang_major__ >= 17
+#define KIPP_TARGET_INTRINSICS 1
+#else
+#define KIPP_TARGET_INTRINSICS 0
+#endif
+#if KIPP_TARGET_INTRINSICS || defined(__ARM_FEATURE_DOTPROD)
+#define KIPP_HAS_SDOT 1
+#else
+#define KIPP_HAS_SDOT 0
+#endif
+#if KIPP_TARGET_INTRINSICS || defined(__ARM_FEATURE_BF16)
+#define KIPP_HAS_BFDOT 1
+#else
+#define KIPP_HAS_BFDOT 0
+#endif
 #define KIPP_INLINE __attribute__((always_inline)) inline
 // A tile function takes in every call below it, so a step compiled for an optional instruction
 // is inlined where that instruction is enabled (always_inline would try the generic body first).
@@ -81,6 +104,7 @@ struct WidenStep {
   }
 };
 
+#if KIPP_HAS_BFDOT
 // The same step with BFDOT: each lane adds the products of one pair of neighbouring values.
 struct BfdotStep {
   template <int R, int C>
@@ -96,6 +120,7 @@ struct BfdotStep {
     }
   }
 };
+#endif
 
 template <class Step, int R, int C>
 void bf16_tile_body(const Tile& t) {
@@ -137,10 +162,12 @@ KIPP_FLATTEN void bf16_tile(const Tile& t) {
   bf16_tile_body<WidenStep, R, C>(t);
 }
 
+#if KIPP_HAS_BFDOT
 template <int R, int C>
 KIPP_BF16 KIPP_FLATTEN void bf16_tile_bfdot(const Tile& t) {
   bf16_tile_body<BfdotStep, R, C>(t);
 }
+#endif
 
 using TileFn = void (*)(const Tile&);
 
@@ -157,10 +184,13 @@ struct TileTable {
 
 template <bool Bfdot, int R, size_t... C>
 constexpr void fill_row(TileFn (&row)[kMaxOutputs], std::index_sequence<C...>) {
-  if constexpr (Bfdot)
+#if KIPP_HAS_BFDOT
+  if constexpr (Bfdot) {
     ((row[C] = &bf16_tile_bfdot<R, static_cast<int>(C) + 1>), ...);
-  else
-    ((row[C] = &bf16_tile<R, static_cast<int>(C) + 1>), ...);
+    return;
+  }
+#endif
+  ((row[C] = &bf16_tile<R, static_cast<int>(C) + 1>), ...);
 }
 
 template <bool Bfdot, size_t... R>
@@ -209,13 +239,15 @@ KIPP_INLINE Codes block_codes(const uint8_t* block) {
   }
 }
 
+#if KIPP_HAS_SDOT
 // The 32 products of one block, in int32 lanes whose sum is the block's integer dot.
 struct DotStep {
   static KIPP_DOTPROD int32x4_t run(const Codes& w, int8x16_t x_low, int8x16_t x_high) {
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w.low, x_low), w.high, x_high);
   }
 };
-// Without SDOT: 16-bit products (|w x| <= 128 x 127 fits) added pairwise into int32 lanes.
+#endif
+// The same without SDOT: 16-bit products (|w x| <= 128 x 127 fits) added pairwise into int32 lanes.
 struct WideningStep {
   static int32x4_t run(const Codes& w, int8x16_t x_low, int8x16_t x_high) {
     int32x4_t acc = vpaddlq_s16(vmull_s8(vget_low_s8(w.low), vget_low_s8(x_low)));
@@ -289,19 +321,21 @@ KIPP_FLATTEN void quant_tile(const QuantTile& t) {
   quant_tile_body<WideningStep, Affine, R>(t);
 }
 
+#if KIPP_HAS_SDOT
 template <bool Affine, int R>
 KIPP_DOTPROD KIPP_FLATTEN void quant_tile_dot(const QuantTile& t) {
   quant_tile_body<DotStep, Affine, R>(t);
 }
+#endif
 
 using QuantTileFn = void (*)(const QuantTile&);
 
 template <bool Affine, bool Dot, size_t... R>
 constexpr std::array<QuantTileFn, kQuantRows> quant_tiles(std::index_sequence<R...>) {
-  if constexpr (Dot)
-    return {&quant_tile_dot<Affine, static_cast<int>(R) + 1>...};
-  else
-    return {&quant_tile<Affine, static_cast<int>(R) + 1>...};
+#if KIPP_HAS_SDOT
+  if constexpr (Dot) return {&quant_tile_dot<Affine, static_cast<int>(R) + 1>...};
+#endif
+  return {&quant_tile<Affine, static_cast<int>(R) + 1>...};
 }
 
 template <bool Affine>
@@ -328,16 +362,16 @@ Features detect_features() {
   Features features;
 #if defined(__linux__)
   const unsigned long hwcap = getauxval(AT_HWCAP), hwcap2 = getauxval(AT_HWCAP2);
-  features.dotprod = (hwcap & HWCAP_ASIMDDP) != 0;
-  features.bf16 = (hwcap2 & HWCAP2_BF16) != 0;
+  features.dotprod = KIPP_HAS_SDOT && (hwcap & HWCAP_ASIMDDP) != 0;
+  features.bf16 = KIPP_HAS_BFDOT && (hwcap2 & HWCAP2_BF16) != 0;
 #elif defined(__APPLE__)
   const auto has = [](const char* name) {
     int value = 0;
     size_t size = sizeof value;
     return sysctlbyname(name, &value, &size, nullptr, 0) == 0 && value != 0;
   };
-  features.dotprod = has("hw.optional.arm.FEAT_DotProd");
-  features.bf16 = has("hw.optional.arm.FEAT_BF16");
+  features.dotprod = KIPP_HAS_SDOT && has("hw.optional.arm.FEAT_DotProd");
+  features.bf16 = KIPP_HAS_BFDOT && has("hw.optional.arm.FEAT_BF16");
 #endif
   return features;
 }
