@@ -6,5 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake --preset aarch64 >/dev/null
-cmake --build --preset aarch64 -j 2 --target kipp kipp_unit_tests engine_gates
+cmake --build --preset aarch64 -j 2 --target kipp kipp_kernel_tests engine_gates
 ctest --preset aarch64 -j 2

@@ -295,7 +295,8 @@ void quant_tile_body(const QuantTile& t) {
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) partial[r][c] = Step::run(w, x_low[r], x_high[r]);
     }
-    const float32x4_t scales = block_halves(t.rows, kBlockBytes, b, offsetof(BlockQ8_0, scale_f16));
+    constexpr size_t kScaleOffset = Affine ? offsetof(BlockAffine4, scale_f16) : offsetof(BlockQ8_0, scale_f16);
+    const float32x4_t scales = block_halves(t.rows, kBlockBytes, b, kScaleOffset);
     [[maybe_unused]] float32x4_t mins;
     if constexpr (Affine) mins = block_halves(t.rows, kBlockBytes, b, offsetof(BlockAffine4, min_f16));
 #pragma GCC unroll 4
