@@ -35,6 +35,33 @@ if [ "${1:-}" != "--runtime" ]; then
   command -v npm >/dev/null || PACKAGES+=(npm)
 fi
 
+# The ARM64 cross build on x86-64 hosts (scripts/test_aarch64.sh): Debian's cross compiler,
+# qemu-user to run its binaries, and the libraries kipplib and the tests link, for arm64.
+CROSS_ARCH=""
+if [ "${1:-}" != "--runtime" ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
+  CROSS_ARCH=arm64
+  PACKAGES+=(
+    g++-aarch64-linux-gnu crossbuild-essential-arm64 qemu-user
+    libssl-dev:arm64 libcurl4-openssl-dev:arm64 libxxhash-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64
+    libedit-dev:arm64 libopenblas-openmp-dev:arm64 libsnappy-dev:arm64 libzstd-dev:arm64 zlib1g-dev:arm64
+    libhwy-dev:arm64 libcpp-httplib-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64
+    # libyaml-cpp-dev is not multiarch (its arm64 build would replace the host's): the arm64
+    # runtime library here, its link files below
+    libyaml-cpp0.7:arm64
+  )
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+need_root() {
+  [ -z "$SUDO" ] || command -v sudo >/dev/null || { echo "setup: need root (or sudo) to $1" >&2; exit 1; }
+}
+
+if [ -n "$CROSS_ARCH" ] && ! dpkg --print-foreign-architectures | grep -qx "$CROSS_ARCH"; then
+  need_root "add the $CROSS_ARCH architecture"
+  $SUDO dpkg --add-architecture "$CROSS_ARCH"
+fi
+
 missing=()
 for pkg in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -44,15 +71,24 @@ done
 
 if [ "${#missing[@]}" -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  need_root "install: ${missing[*]}"
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
-  SUDO="sudo"
+# yaml-cpp's arm64 link files (CMake package, pkg-config file, libyaml-cpp.so), taken from the
+# arm64 libyaml-cpp-dev without installing it; its headers are the host package's.
+CROSS_LIBDIR=/usr/lib/aarch64-linux-gnu
+if [ -n "$CROSS_ARCH" ] && [ ! -f "$CROSS_LIBDIR/cmake/yaml-cpp/yaml-cpp-config.cmake" ]; then
+  need_root "add yaml-cpp's arm64 link files"
+  unpack="$(mktemp -d)"
+  (cd "$unpack" && apt-get download "libyaml-cpp-dev:$CROSS_ARCH" && dpkg-deb -x ./*.deb root)
+  $SUDO cp -a "$unpack/root$CROSS_LIBDIR/cmake/yaml-cpp" "$CROSS_LIBDIR/cmake/"
+  $SUDO cp -a "$unpack/root$CROSS_LIBDIR/pkgconfig/yaml-cpp.pc" "$CROSS_LIBDIR/pkgconfig/"
+  $SUDO cp -a "$unpack/root$CROSS_LIBDIR/libyaml-cpp.so" "$CROSS_LIBDIR/"
+  rm -rf "$unpack"
+  echo "setup: added yaml-cpp's arm64 link files"
 fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

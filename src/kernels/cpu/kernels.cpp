@@ -3,6 +3,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/portable_ops.h"
+
+// Each architecture's tables are built only for it (CMakeLists.txt leaves the others' files out).
+#if defined(__x86_64__)
 #include "kernels/cpu/attention_avx512.h"
 #include "kernels/cpu/matmul_amx.h"
 #include "kernels/cpu/matmul_avx2.h"
@@ -10,7 +14,10 @@
 #include "kernels/cpu/matmul_int8_amx.h"
 #include "kernels/cpu/matmul_int8_avx2.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
-#include "kernels/cpu/portable_ops.h"
+#endif
+#if defined(__aarch64__)
+#include "kernels/cpu/matmul_neon.h"
+#endif
 
 namespace kipp::kernels {
 namespace {
@@ -28,6 +35,7 @@ constexpr KernelTable kPortable{
     &portable::rms_norm, &ref::rope_angles,    &portable::rope,      &portable::attention_rows, &portable::swiglu,
     &portable::add,      &portable::store_bf16};
 
+#if defined(__x86_64__)
 // The products on AVX2 (with FMA and F16C), the rest as in the portable table.
 constexpr KernelTable kAvx2{"avx2",
                             &input_format,
@@ -64,13 +72,36 @@ constexpr KernelTable kAmx{"avx512-amx-bf16",        &input_format,         &avx
                            &portable::swiglu,        &portable::add,        &portable::store_bf16,
                            &avx512::packs_weights,   &avx512::pack_weights, true,
                            &amx::int8_tiles_for_rows};
+#endif
+
+#if defined(__aarch64__)
+// The products on NEON (sdot and BF16 dot products where the CPU has them), the rest as in the
+// portable table.
+constexpr KernelTable kNeon{"neon",
+                            &input_format,
+                            &ref::dequantize_row,
+                            &portable::prepare_rows,
+                            &neon::matmul,
+                            &portable::rms_norm,
+                            &ref::rope_angles,
+                            &portable::rope,
+                            &portable::attention_rows,
+                            &portable::swiglu,
+                            &portable::add,
+                            &portable::store_bf16};
+#endif
 
 std::vector<const KernelTable*> detect_tables() {
   std::vector<const KernelTable*> tables{&kReference, &kPortable};
+#if defined(__x86_64__)
   if (avx2::supported()) tables.push_back(&kAvx2);
   if (avx2::vnni_supported()) tables.push_back(&kAvx2Vnni);
   if (avx512::supported()) tables.push_back(&kAvx512);
   if (amx::supported()) tables.push_back(&kAmx);
+#endif
+#if defined(__aarch64__)
+  tables.push_back(&kNeon);  // every ARM64 CPU has NEON
+#endif
   return tables;
 }
 
@@ -91,7 +122,9 @@ const KernelTable& cpu_kernels() {
   static const KernelTable& chosen = []() -> const KernelTable& {
     if (const char* wanted = std::getenv("KIPP_KERNELS"))
       if (const KernelTable* table = find_kernel_table(wanted)) {
+#if defined(__x86_64__)
         if (table == &kAvx2 || table == &kAvx2Vnni) portable::cap_at_avx2();
+#endif
         return *table;
       }
     return *available_kernel_tables().back();

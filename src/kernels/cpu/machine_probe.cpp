@@ -1,6 +1,10 @@
 #include "kernels/cpu/machine_probe.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -13,9 +17,11 @@
 
 #include "core/large_buffer.h"
 #include "core/thread_pool.h"
+#if defined(__x86_64__)
 #include "kernels/cpu/amx_tiles.h"
 #include "kernels/cpu/matmul_amx.h"
 #include "kernels/cpu/matmul_int8_amx.h"
+#endif
 
 namespace kipp::kernels {
 namespace {
@@ -30,6 +36,7 @@ constexpr size_t kLineBytes = 64;
 // Eight independent accumulators per loop so the adds never wait on each other: the loop then
 // runs as fast as the memory system delivers lines.
 
+#if defined(__x86_64__)
 __attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint8_t* data, size_t lines) {
   __m512i acc[8];
   for (__m512i& a : acc) a = _mm512_setzero_si512();
@@ -71,6 +78,7 @@ __attribute__((target("avx2"))) uint64_t sum_lines_avx2(const uint8_t* data, siz
   _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), total);
   return lanes[0] + lanes[1] + lanes[2] + lanes[3];
 }
+#endif
 
 uint64_t sum_lines_scalar(const uint8_t* data, size_t lines) {
   uint64_t acc[8] = {};
@@ -90,8 +98,10 @@ struct LineSummer {
 };
 
 LineSummer best_line_summer() {
+#if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f")) return {sum_lines_avx512, "avx512f zmm loads"};
   if (__builtin_cpu_supports("avx2")) return {sum_lines_avx2, "avx2 ymm loads"};
+#endif
   return {sum_lines_scalar, "scalar 64-bit loads"};
 }
 
@@ -105,13 +115,14 @@ constexpr size_t kChains = 12;
 
 volatile float g_fp32_multiplier = 0.999999f;
 volatile float g_fp32_addend = 1e-6f;
+
+#if defined(__x86_64__)
 volatile float g_bf16_operand = 1e-3f;
 volatile int g_int8_operand = 0x01010101;
 
 // Multiply-adds per iteration of each probe: chains x lanes (x pairs or quads per lane).
 constexpr double kZmmFp32PerIteration = kChains * 16;
 constexpr double kYmmFp32PerIteration = kChains * 8;
-constexpr double kScalarFp32PerIteration = kChains;
 constexpr double kBf16PerIteration = kChains * 16 * 2;
 constexpr double kInt8PerIteration = kChains * 16 * 4;
 
@@ -153,6 +164,25 @@ __attribute__((target("avx2,fma"))) void fp32_fma_ymm(uint64_t iterations, volat
   for (float lane : lanes) sum += lane;
   *sink = sum;
 }
+#endif
+
+#if defined(__aarch64__)
+constexpr double kNeonFp32PerIteration = kChains * 4;
+
+void fp32_fma_neon(uint64_t iterations, volatile float* sink) {
+  const float32x4_t a = vdupq_n_f32(g_fp32_multiplier), b = vdupq_n_f32(g_fp32_addend);
+  float32x4_t acc[kChains];
+  for (size_t j = 0; j < kChains; ++j) acc[j] = vdupq_n_f32(static_cast<float>(j));
+  for (uint64_t i = 0; i < iterations; ++i) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kChains; ++j) acc[j] = vfmaq_f32(b, acc[j], a);
+  }
+  float32x4_t total = vdupq_n_f32(0);
+  for (const float32x4_t& x : acc) total = vaddq_f32(total, x);
+  *sink = vaddvq_f32(total);
+}
+#else
+constexpr double kScalarFp32PerIteration = kChains;
 
 void fp32_scalar(uint64_t iterations, volatile float* sink) {
   const float a = g_fp32_multiplier, b = g_fp32_addend;
@@ -166,7 +196,9 @@ void fp32_scalar(uint64_t iterations, volatile float* sink) {
   for (float x : acc) sum += x;
   *sink = sum;
 }
+#endif
 
+#if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bf16"))) void bf16_dot_zmm(uint64_t iterations, volatile float* sink) {
   const __m512 value = _mm512_set1_ps(g_bf16_operand);
   const __m512bh a = _mm512_cvtne2ps_pbh(value, value), b = _mm512_cvtne2ps_pbh(value, value);
@@ -234,6 +266,7 @@ __attribute__((target("amx-tile,amx-bf16,amx-int8"))) void amx_tiles(uint64_t it
   amx::memory_barrier();
   *sink = result[0];
 }
+#endif
 
 struct Probe {
   MultiplyAddKind kind;
@@ -244,6 +277,7 @@ struct Probe {
 
 std::vector<Probe> available_probes() {
   std::vector<Probe> probes;
+#if defined(__x86_64__)
   if (__builtin_cpu_supports("avx512f"))
     probes.push_back({MultiplyAddKind::Fp32Fma, "vfmadd231ps zmm", fp32_fma_zmm, kZmmFp32PerIteration});
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
@@ -258,6 +292,11 @@ std::vector<Probe> available_probes() {
     probes.push_back({MultiplyAddKind::AmxBf16, "tdpbf16ps tmm", amx_tiles<false>, kAmxBf16PerIteration});
   if (amx::int8_supported())
     probes.push_back({MultiplyAddKind::AmxInt8, "tdpbssd tmm", amx_tiles<true>, kAmxInt8PerIteration});
+#elif defined(__aarch64__)
+  probes.push_back({MultiplyAddKind::Fp32Fma, "fmla v.4s", fp32_fma_neon, kNeonFp32PerIteration});
+#else
+  probes.push_back({MultiplyAddKind::Fp32Fma, "scalar multiply + add", fp32_scalar, kScalarFp32PerIteration});
+#endif
   return probes;
 }
 

@@ -75,7 +75,7 @@ struct PeakRate {
 
 // Peak rates on `threads` threads (0 = one per hardware thread), each probe running about
 // `seconds_per_probe` with independent accumulator chains so that throughput, not latency,
-// bounds it. FP32 is always measured (zmm FMA, ymm FMA or scalar, whichever this CPU has); the
+// bounds it. FP32 is always measured (zmm FMA, ymm FMA or scalar on x86-64, NEON FMLA on ARM64); the
 // BF16 (vdpbf16ps) and int8 (vpdpbusd) dot products only where the CPU has AVX512_BF16 /
 // AVX512_VNNI; AMX BF16 tile products (tdpbf16ps) where amx::supported(), AMX int8 ones
 // (tdpbssd) where amx::int8_supported().

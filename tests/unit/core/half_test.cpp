@@ -7,10 +7,15 @@
 #include <limits>
 #include <vector>
 
-// The compiler's _Float16 is the FP16 oracle (GCC on x86-64 and AArch64 has it; clang 14
+// The compiler's half type is the FP16 oracle: __fp16 on AArch64 (IEEE format; GCC 12 has no
+// _Float16 in C++ there), _Float16 elsewhere where the compiler has it (GCC on x86-64; clang 14
 // on x86-64 does not, and those tests are skipped there).
-#if defined(__FLT16_MAX__)
+#if defined(__aarch64__)
 #define KIPP_HAVE_FLOAT16 1
+using OracleHalf = __fp16;
+#elif defined(__FLT16_MAX__)
+#define KIPP_HAVE_FLOAT16 1
+using OracleHalf = _Float16;
 #endif
 
 namespace kipp {
@@ -48,13 +53,13 @@ std::vector<float> sampled_floats() {
 
 #ifdef KIPP_HAVE_FLOAT16
 float oracle_f16_to_f32(uint16_t bits) {
-  _Float16 half;
+  OracleHalf half;
   std::memcpy(&half, &bits, sizeof half);
   return static_cast<float>(half);
 }
 
 uint16_t oracle_f32_to_f16(float value) {
-  const _Float16 half = static_cast<_Float16>(value);
+  const OracleHalf half = static_cast<OracleHalf>(value);
   uint16_t bits;
   std::memcpy(&bits, &half, sizeof bits);
   return bits;
