@@ -4,6 +4,7 @@
 // compared. A table on stdout, progress on stderr, or one JSON document with --json.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -16,6 +17,7 @@
 #include "core/files.h"
 #include "core/machine_info.h"
 #include "core/process_stats.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/cpu/machine_probe.h"
 #include "runtime/engine.h"
 
@@ -48,6 +50,7 @@ key) on stdout instead of the table; --json FILE writes it to FILE and keeps the
 docs/BENCH.md explains every figure and formula. Errors exit with status 2.
 
 Examples:
+  kipp bench --kernels
   kipp bench -m qwen3-0.6b-bf16.gguf --threads 2
   kipp bench -m qwen3-0.6b-q8_0.gguf --prompt-len 512 --gen 64 --json bench/results/x.json)";
 
@@ -69,7 +72,24 @@ struct BenchArgs {
   std::string json_file;  // empty: stdout
   bool no_probe = false;
   bool no_verify = false;
+  bool list_kernels = false;
 };
+
+// The kernel tables this CPU runs, best last, and the one a run would use (KIPP_KERNELS or the
+// best): what a user checks before and instead of a benchmark.
+int list_kernel_tables() {
+  const char* chosen = kernels::cpu_kernels().name;
+  std::printf("kernel tables this CPU runs (best last):\n");
+  for (const kernels::KernelTable* table : kernels::available_kernel_tables())
+    if (std::string(table->name) == chosen)
+      std::printf("  %-18s <- in use\n", table->name);
+    else
+      std::printf("  %s\n", table->name);
+  const char* wanted = std::getenv("KIPP_KERNELS");
+  if (wanted != nullptr && kernels::find_kernel_table(wanted) == nullptr)
+    std::printf("KIPP_KERNELS=%s names no table this CPU runs; the best one is used\n", wanted);
+  return 0;
+}
 
 Expected<std::vector<uint32_t>> parse_lengths(const std::string& text) {
   const auto bad = [&] {
@@ -108,6 +128,7 @@ Status check_context(const std::string& path, uint32_t longest, uint32_t decode_
 }
 
 int run_bench(const BenchArgs& args) {
+  if (args.list_kernels) return list_kernel_tables();
   if (args.model.empty()) return bench_fail("-m/--model is required: the Kipp GGUF to benchmark");
   auto lengths = parse_lengths(args.prompt_lengths);
   if (!lengths.ok()) return bench_fail(lengths.message());
@@ -210,6 +231,8 @@ void register_bench(CLI::App& app, Action& action) {
           ->type_name("[FILE]");
   command->add_flag("--no-probe", args->no_probe, "Skip the bandwidth and peak probes (no fractions reported)");
   add_no_verify_flag(*command, args->no_verify);
+  command->add_flag("--kernels", args->list_kernels,
+                    "List the kernel tables this CPU runs and the one in use (KIPP_KERNELS or the best), and exit");
   command->callback([&action, args, json_option] {
     BenchArgs chosen = *args;
     chosen.json = json_option->count() > 0;

@@ -72,3 +72,12 @@ if(KIPP_BUILD_BENCH)
   set_tests_properties(attention_bench_bad_context PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION
                        "^attention_bench: --context must be a positive whole number, got 'x'\nexit=1\n$")
 endif()
+
+# --kernels lists what this CPU runs without a model: the reference and portable tables always,
+# the one KIPP_KERNELS names marked in use, and a name no table has reported.
+add_test(NAME bench_cli_kernels_named COMMAND $<TARGET_FILE:kipp> bench --kernels)
+set_tests_properties(bench_cli_kernels_named PROPERTIES TIMEOUT 60 ENVIRONMENT KIPP_KERNELS=portable
+                     PASS_REGULAR_EXPRESSION "^kernel tables this CPU runs \\(best last\\):\n  reference\n  portable +<- in use\n")
+add_test(NAME bench_cli_kernels_unknown COMMAND $<TARGET_FILE:kipp> bench --kernels)
+set_tests_properties(bench_cli_kernels_unknown PROPERTIES TIMEOUT 60 ENVIRONMENT KIPP_KERNELS=no-such-table
+                     PASS_REGULAR_EXPRESSION "<- in use\nKIPP_KERNELS=no-such-table names no table this CPU runs; the best one is used\n$")
