@@ -248,7 +248,7 @@ const result = {
   benchmark: 'server',
   model: path.relative(REPO, o.model),
   model_bytes: fs.statSync(o.model).size,
-  settings: { levels: o.levels, rounds_per_client: o.rounds, max_tokens: o.maxTokens, temperature: 0, stream: true, eos_logit_bias: -100, prompts: PASSAGES.length, ctx: o.ctx, threads: o.threads },
+  settings: { levels: o.levels, rounds_per_client: o.rounds, max_tokens: o.maxTokens, temperature: 0, stream: true, eos_logit_bias: -100, prompts: PASSAGES.length, ctx: o.ctx, threads: o.threads, kernels: process.env.KIPP_KERNELS || null },
   levels,
   [`ratio_c${hi.concurrency}_c${lo.concurrency}`]: ratio,
   warnings,
