@@ -9,4 +9,7 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # tree; headers shared with the host under /usr/include.
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# The emulated programs load the multiarch dynamic loader and C library (libc6:arm64), the pair
+# the :arm64 libraries come with: with -L /usr/aarch64-linux-gnu the cross package's loader would
+# meet the multiarch libc.so.6 of another build, and pthread_create then loops forever.
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /)
