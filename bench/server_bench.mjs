@@ -254,7 +254,7 @@ const result = {
   warnings,
   machine,
   command: ['node', ...process.argv.slice(1).map((a, i) => (i === 0 ? path.relative(REPO, a) : a))].join(' '),
-  server_command: srv.command,
+  server_command: srv.command.split(' ').map((word) => (path.isAbsolute(word) && word.startsWith(REPO + path.sep) ? path.relative(REPO, word) : word)).join(' '),
   date: new Date().toISOString(),
 };
 fs.mkdirSync(path.dirname(o.out), { recursive: true });
