@@ -192,6 +192,17 @@ float DotF32Bf16(const float* a, const uint16_t* b, size_t n) {
   return total;
 }
 
+// x[i] = exp(x[i] - shift) for a block of scores, whole vectors at once: a scalar exp per
+// position cost attention as much as its dot products (bench/attention_bench).
+void ExpShifted(float* x, size_t n, float shift) {
+  const FloatTag d;
+  const size_t lanes = hn::Lanes(d);
+  const auto shift_v = hn::Set(d, shift);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, x + i), shift_v)), d, x + i);
+  for (; i < n; ++i) x[i] = std::exp(x[i] - shift);
+}
+
 void Attention(const float* q, size_t heads, const KvLayerView& kv, size_t length, float scale, float* scores,
                float* out) {
   const size_t group = heads / kv.kv_heads, hd = kv.head_dim;
@@ -214,10 +225,10 @@ void Attention(const float* q, size_t heads, const KvLayerView& kv, size_t lengt
       const float new_max = std::max(running_max, block_max);
       const float keep = std::exp(running_max - new_max);
       total *= keep;
+      ExpShifted(scores, count, new_max);
       for (size_t t = 0; t < count; ++t) {
-        const float weight = std::exp(scores[t] - new_max);
-        total += weight;
-        ScaleAddBf16(result, t == 0 ? keep : 1.0f, weight, block + kv.v_offset + t * kv_width + head_offset, hd);
+        total += scores[t];
+        ScaleAddBf16(result, t == 0 ? keep : 1.0f, scores[t], block + kv.v_offset + t * kv_width + head_offset, hd);
       }
       running_max = new_max;
     }
