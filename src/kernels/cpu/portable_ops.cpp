@@ -192,8 +192,8 @@ float DotF32Bf16(const float* a, const uint16_t* b, size_t n) {
   return total;
 }
 
-// x[i] = exp(x[i] - shift) for a block of scores, whole vectors at once: a scalar exp per
-// position cost attention as much as its dot products (bench/attention_bench).
+// x[i] = exp(x[i] - shift) for a block of scores, whole vectors at once rather than one scalar
+// exp per position (bench/attention_bench shows the difference).
 void ExpShifted(float* x, size_t n, float shift) {
   const FloatTag d;
   const size_t lanes = hn::Lanes(d);
