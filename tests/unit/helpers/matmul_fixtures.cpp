@@ -104,4 +104,26 @@ ExactProduct exact_product(const StoredMatrix& m, const PreparedRows& x, size_t 
   return product;
 }
 
+void set_extreme_codes(StoredMatrix& m, PreparedRows& x) {
+  const size_t codes = x.in.rows * x.in.cols;
+  for (size_t i = 0; i < codes; ++i) x.in.q8[i] = static_cast<int8_t>((i / 3) % 2 ? 127 : -127);
+  for (size_t i = 0; i < codes / 32; ++i) {
+    int32_t sum = 0;
+    for (size_t k = 0; k < 32; ++k) sum += x.in.q8[i * 32 + k];
+    x.in.q8_sum[i] = sum;
+    x.in.q8_scaled_sum[i] = x.in.q8_scale[i] * static_cast<float>(sum);
+  }
+  for (size_t o = 0; o < m.w.rows; ++o)
+    for (size_t b = 0; b < m.w.cols / 32; ++b) {
+      uint8_t* row = m.bytes.data() + o * m.w.row_bytes;
+      if (m.w.type == GgmlType::Q8_0) {
+        auto& q8 = reinterpret_cast<BlockQ8_0*>(row)[b];
+        for (size_t i = 0; i < 32; ++i) q8.q[i] = static_cast<int8_t>((i + o) % 4 == 0 ? 127 : -128);
+      } else {
+        auto& q4 = reinterpret_cast<BlockAffine4*>(row)[b];
+        for (size_t i = 0; i < 16; ++i) q4.nibbles[i] = (i + o) % 5 == 0 ? 0x0F : 0xFF;
+      }
+    }
+}
+
 }  // namespace kipp::testing

@@ -42,4 +42,9 @@ struct ExactProduct {
 };
 ExactProduct exact_product(const StoredMatrix& m, const PreparedRows& x, size_t o, size_t r);
 
+// Sets Q8 input codes to +-127 (their block sums updated to match) and the weights' codes to
+// their largest magnitudes (Q8_0 -128 and 127, affine4 15 and 0): every pair of products sits at
+// its largest, where a saturating or sign-losing integer step would show.
+void set_extreme_codes(StoredMatrix& m, PreparedRows& x);
+
 }  // namespace kipp::testing

@@ -78,18 +78,7 @@ TEST(KernelAvx2Matmul, QuantizedExtremesEqualReference) {
     constexpr size_t kCols = 128, kOutputs = 11, kRows = 5;
     auto m = kipp::testing::make_stored_matrix(type, kOutputs, kCols, rng);
     auto x = kipp::testing::make_prepared_rows(kipp::kernels::InputFormat::Q8, kRows, kCols, kCols, rng);
-    for (size_t i = 0; i < kRows * kCols; ++i) x.in.q8[i] = static_cast<int8_t>((i / 3) % 2 ? 127 : -127);
-    for (size_t o = 0; o < kOutputs; ++o)
-      for (size_t b = 0; b < kCols / 32; ++b) {
-        uint8_t* block = m.bytes.data() + o * m.w.row_bytes;
-        if (type == GgmlType::Q8_0) {
-          auto& q8 = reinterpret_cast<kipp::BlockQ8_0*>(block)[b];
-          for (size_t i = 0; i < 32; ++i) q8.q[i] = static_cast<int8_t>((i + o) % 4 == 0 ? 127 : -128);
-        } else {
-          auto& q4 = reinterpret_cast<kipp::BlockAffine4*>(block)[b];
-          for (size_t i = 0; i < 16; ++i) q4.nibbles[i] = (i + o) % 5 == 0 ? 0x0F : 0xFF;
-        }
-      }
+    kipp::testing::set_extreme_codes(m, x);
     SCOPED_TRACE(std::string(kipp::ggml_type_name(type)));
     const size_t stride = kOutputs;
     std::vector<float> expected(kRows * stride), got(kRows * stride);

@@ -84,24 +84,7 @@ void packed_extremes_equal_reference(const KernelTable& table) {
       constexpr size_t kCols = 128, kOutputs = 32;
       auto m = kipp::testing::make_stored_matrix(type, kOutputs, kCols, rng);
       auto x = kipp::testing::make_prepared_rows(kipp::kernels::InputFormat::Q8, rows, kCols, kCols, rng);
-      for (size_t i = 0; i < rows * kCols; ++i) x.in.q8[i] = static_cast<int8_t>((i / 3) % 2 ? 127 : -127);
-      for (size_t i = 0; i < rows * kCols / 32; ++i) {
-        int32_t sum = 0;
-        for (size_t k = 0; k < 32; ++k) sum += x.in.q8[i * 32 + k];
-        x.in.q8_sum[i] = sum;
-        x.in.q8_scaled_sum[i] = x.in.q8_scale[i] * static_cast<float>(sum);
-      }
-      for (size_t o = 0; o < kOutputs; ++o)
-        for (size_t b = 0; b < kCols / 32; ++b) {
-          uint8_t* row = m.bytes.data() + o * m.w.row_bytes;
-          if (type == GgmlType::Q8_0) {
-            auto& q8 = reinterpret_cast<kipp::BlockQ8_0*>(row)[b];
-            for (size_t i = 0; i < 32; ++i) q8.q[i] = static_cast<int8_t>((i + o) % 4 == 0 ? 127 : -128);
-          } else {
-            auto& q4 = reinterpret_cast<kipp::BlockAffine4*>(row)[b];
-            for (size_t i = 0; i < 16; ++i) q4.nibbles[i] = (i + o) % 5 == 0 ? 0x0F : 0xFF;
-          }
-        }
+      kipp::testing::set_extreme_codes(m, x);
       SCOPED_TRACE(std::string(table.name) + " " + std::string(kipp::ggml_type_name(type)) + " rows " +
                    std::to_string(rows));
       expect_packed_equal(table, m, x);
