@@ -14,10 +14,21 @@
 
 namespace kipp {
 
+// One call an assistant message made (OpenAI's tool_calls[i].function).
+struct ChatToolCall {
+  std::string id;  // OpenAI's call id (not rendered by Qwen3)
+  std::string name;
+  // The arguments as given: a string (OpenAI's form, JSON text) is inserted as is; a JSON value
+  // given as such (arguments_is_json) is rendered as the template's tojson renders it.
+  std::string arguments;
+  bool arguments_is_json = false;
+};
+
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
   std::optional<std::string> reasoning_content;  // assistant thinking, if given separately
+  std::vector<ChatToolCall> tool_calls;          // assistant only
 };
 
 struct ChatOptions {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "sampling/sampler.h"
 
 namespace kipp::server {
@@ -28,6 +29,12 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool logprobs = false;         // report each token's logprob (and sampling.top_logprobs alternatives)
   bool split_reasoning = false;  // a leading <think>...</think> goes to reasoning text
+  // Qwen3 tool calls: <tool_call> blocks in the content become tool-call events (after the
+  // think splitter); at most max_tool_calls of them (then the choice ends).
+  bool parse_tool_calls = false;
+  uint32_t max_tool_calls = UINT32_MAX;
+  // Constrained decoding: every choice's tokens are masked to this grammar (null: free).
+  grammar::GrammarPtr grammar;
   Clock::time_point arrival = Clock::now();
 };
 
@@ -60,7 +67,13 @@ struct Event {
   std::string content;                         // Delta
   std::string reasoning;                       // Delta
   std::vector<TokenReport> tokens;             // Delta, with logprobs on
-  std::string finish_reason;                   // Finish: "stop" or "length"
+  // Delta of a tool call (parse_tool_calls): the first delta of call tool_call_index carries its
+  // id and name, later ones fragments of its arguments (JSON text).
+  std::optional<uint32_t> tool_call_index;
+  std::string tool_call_id;
+  std::string tool_call_name;
+  std::string tool_call_arguments;
+  std::string finish_reason;                   // Finish: "stop", "length" or "tool_calls"
   Usage usage;                                 // Done
   ErrorKind error_kind = ErrorKind::Internal;  // Error (the request is over)
   std::string error;                           // Error
