@@ -75,7 +75,13 @@ class Matcher {
 
   // The tokens allowed next: bit (id % 32) of mask[id / 32]; mask holds (size + 31) / 32 words.
   // End tokens are set when the grammar accepts the output so far. Never empty before done().
-  void fill_mask(std::span<uint32_t> mask);
+  // token_budget: the tokens the sequence may still produce (this one included). When it is
+  // finite, only tokens after which the grammar can still be completed within the rest of the
+  // budget are allowed (a completion of k bytes needs at most k tokens: every byte is a token),
+  // so any grammar whose shortest completion fits the budget ends complete, whatever the weights.
+  void fill_mask(std::span<uint32_t> mask, uint32_t token_budget = UINT32_MAX);
+  // Bytes of the shortest completion from here (0 when accepting).
+  uint32_t min_bytes_to_accept() const;
   // Advances by one token; an error (the matcher unchanged) when the token is not allowed.
   Status accept(uint32_t token);
   // Advances by raw bytes (prompt-side forcing, tests); an error when not allowed.
