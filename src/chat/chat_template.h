@@ -28,7 +28,7 @@ struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
   std::optional<std::string> reasoning_content;  // assistant thinking, if given separately
-  std::vector<ChatToolCall> tool_calls;          // assistant only
+  std::vector<ChatToolCall> tool_calls = {};     // assistant only
 };
 
 struct ChatOptions {
