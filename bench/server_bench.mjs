@@ -27,14 +27,13 @@
 //   --server-arg ARG    an extra kipp serve argument (repeatable), e.g. --server-arg=--kv-pool-mib=1024
 //   --out PATH          result JSON (default see above)
 //   --help              this text
-import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+import { REPO, machineFacts, r3, startServer } from './server_common.mjs';
+
 const EOS_IDS = [151645, 151643]; // <|im_end|>, <|endoftext|> of the Qwen3 tokenizer
 
 function usage() {
@@ -77,25 +76,6 @@ function die(msg) {
   process.exit(2);
 }
 
-function machineFacts() {
-  let cpu = '';
-  let cpuSignature = '';
-  try {
-    const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
-    const field = (key) => (new RegExp(`^${key}\\s*:\\s*(.*)$`, 'm').exec(cpuinfo) || [])[1] || '';
-    cpu = field('model name');
-    if (field('cpu family')) cpuSignature = `family ${field('cpu family')} model ${field('model')}${field('stepping') ? ` stepping ${field('stepping')}` : ''}`;
-  } catch { /* not Linux */ }
-  let commit = null;
-  let dirty = null;
-  try {
-    commit = execFileSync('git', ['-C', REPO, 'rev-parse', 'HEAD'], { encoding: 'utf8' }).trim();
-    dirty = execFileSync('git', ['-C', REPO, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).trim() !== '';
-  } catch { /* not a checkout */ }
-  return { cpu, cpu_signature: cpuSignature, cores: os.cpus().length, memory_gib: Math.round((os.totalmem() / 2 ** 30) * 10) / 10, kernel: os.release(), node: process.version,
-    loadavg_at_start: os.loadavg().map((x) => Math.round(x * 100) / 100), git_commit: commit, git_dirty: dirty };
-}
-
 // The fixed prompt set: 8 passages of different lengths.
 const PASSAGES = [
   'Explain how a bicycle stays upright while it is moving.',
@@ -108,23 +88,10 @@ const PASSAGES = [
   `Continue the list: ${Array.from({ length: 40 }, (_, i) => `item ${i + 1}`).join(', ')},`,
 ];
 
-function startServer(o) {
+function startKipp(o) {
   const maxBatch = Math.max(...o.levels);
-  const args = ['serve', '-m', o.model, '--host', '127.0.0.1', '--port', '0', '--max-batch', String(maxBatch), '--max-queue', String(Math.max(64, maxBatch * 2)),
-    '--ctx', String(o.ctx), ...(o.threads ? ['--threads', String(o.threads)] : []), ...o.serverArgs];
-  const proc = spawn(o.kipp, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr = (stderr + d).slice(-4000); });
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error(`no listening line within 300 s; stderr: ${stderr}`)), 300000);
-    proc.stdout.on('data', (d) => {
-      buf += d;
-      const m = /kipp serve: listening on http:\/\/([^:\s]+):(\d+)/.exec(buf);
-      if (m) { clearTimeout(timer); resolve({ proc, host: m[1], port: Number(m[2]), command: [o.kipp, ...args].join(' ') }); }
-    });
-    proc.on('exit', (code, sig) => { clearTimeout(timer); reject(new Error(`kipp serve exited (${sig || code}) before listening; stderr: ${stderr}`)); });
-  });
+  return startServer(o.kipp, ['-m', o.model, '--max-batch', String(maxBatch), '--max-queue', String(Math.max(64, maxBatch * 2)),
+    '--ctx', String(o.ctx), ...(o.threads ? ['--threads', String(o.threads)] : []), ...o.serverArgs]);
 }
 
 // One streaming completion; resolves {ttft_s, total_s, tokens, finish}.
@@ -180,7 +147,6 @@ function streamOne(srv, prompt, o) {
 }
 
 const pct = (sorted, p) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)] : null);
-const r3 = (x) => (x === null || x === undefined ? null : Math.round(x * 1000) / 1000);
 
 async function runLevel(srv, c, o, levelIndex) {
   await streamOne(srv, `[warmup ${c}] ${PASSAGES[0]}`, o);
@@ -219,8 +185,7 @@ if (!fs.existsSync(o.kipp)) die(`kipp binary not found: ${o.kipp}`);
 const machine = machineFacts();
 console.log(`server_bench: ${path.basename(o.model)}, levels ${o.levels.join(',')}, ${o.rounds} requests per client, max_tokens ${o.maxTokens}`);
 console.log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.memory_gib} GiB, load ${machine.loadavg_at_start.join(' ')}`);
-const srv = await startServer(o);
-process.on('exit', () => { try { srv.proc.kill('SIGKILL'); } catch { /* gone */ } });
+const srv = await startKipp(o);
 console.log(`server: ${srv.command}`);
 console.log('concurrency  requests  tokens   wall s   tokens/s   TTFT p50   p90      p99      finish=length');
 const levels = [];
@@ -254,7 +219,7 @@ const result = {
   warnings,
   machine,
   command: ['node', ...process.argv.slice(1).map((a, i) => (i === 0 ? path.relative(REPO, a) : a))].join(' '),
-  server_command: srv.command.split(' ').map((word) => (path.isAbsolute(word) && word.startsWith(REPO + path.sep) ? path.relative(REPO, word) : word)).join(' '),
+  server_command: srv.command,
   date: new Date().toISOString(),
 };
 fs.mkdirSync(path.dirname(o.out), { recursive: true });

@@ -16,6 +16,8 @@
 #include "cli/commands.h"
 #include "cli/escape.h"
 #include "cli/verify_flag.h"
+#include "core/files.h"
+#include "grammar/grammar.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 
@@ -42,13 +44,20 @@ editing given text); an adaptive gate stops drafting while drafts are mostly rej
 0 (default) means prompt + --max-tokens, at most the model's context length.
 
 Text goes to stdout as it is produced; prompt and generated token counts, speeds, the finish
-reason (stop_token, stop_string, length, context_full) and, with --spec, the draft acceptance
+reason (stop_token, stop_string, length, context_full, grammar_complete) and, with --spec, the draft acceptance
 go to stderr. --json prints one object at the end instead: text, finish_reason, tokens (ids
 and texts; logprob and top_logprobs with --logprobs), usage, timings, speculative.
 
+--json-schema FILE constrains the output to compact JSON valid against the JSON Schema in FILE
+(the subset docs/SERVER.md lists), --json-object to any JSON object, --grammar FILE to a
+llama.cpp GBNF grammar; generation ends when the grammar is complete (finish reason
+grammar_complete), and --max-tokens is honoured by closing the output in time where the
+grammar allows.
+
 Examples:
   kipp generate -m qwen3-0.6b-bf16.gguf -p "The capital of France is" --max-tokens 32
-  kipp generate -m qwen3-0.6b-bf16.gguf -p "Repeat: a b c d a b c d" --spec --json)";
+  kipp generate -m qwen3-0.6b-bf16.gguf -p "Repeat: a b c d a b c d" --spec --json
+  kipp generate -m qwen3-0.6b-bf16.gguf -p "A user as JSON:" --json-schema user.schema.json)";
 
 struct GenerateArgs {
   std::string model;
@@ -70,6 +79,9 @@ struct GenerateArgs {
   bool json = false;
   uint32_t ctx = 0;
   bool no_verify = false;
+  std::string json_schema_file;
+  std::string grammar_file;
+  bool json_object = false;
 };
 
 constexpr float kDefaultTemperature = 0.7f;
@@ -191,6 +203,19 @@ int run_generate(const GenerateArgs& args) {
   }
   options.max_tokens = args.max_tokens;
   options.stop = args.stop;
+  const int constraints = !args.json_schema_file.empty() + !args.grammar_file.empty() + args.json_object;
+  if (constraints > 1) return fail("--json-schema, --json-object and --grammar exclude each other");
+  if (!args.json_schema_file.empty() || !args.grammar_file.empty()) {
+    const bool schema = !args.json_schema_file.empty();
+    const std::string& file = schema ? args.json_schema_file : args.grammar_file;
+    auto text = read_text_file(file);
+    if (!text.ok()) return fail(text.message());
+    auto compiled = schema ? grammar::compile_json_schema(*text) : grammar::compile_gbnf(*text);
+    if (!compiled.ok()) return fail(file + ": " + compiled.message());
+    options.grammar = std::move(*compiled);
+  } else if (args.json_object) {
+    options.grammar = grammar::any_json_object();
+  }
   options.speculative.enabled = args.spec;
   if (args.draft) options.speculative.max_draft = *args.draft;
   if (args.spec && sampling.temperature != 0.0f) {
@@ -284,6 +309,9 @@ void register_generate(CLI::App& app, Action& action) {
   command->add_flag("--spec", args->spec, "Prompt-lookup speculative decoding (greedy only; identical output)");
   auto* draft_option =
       command->add_option("--draft", *draft, "With --spec: most draft tokens per step")->capture_default_str();
+  command->add_option("--json-schema", args->json_schema_file, "Constrain the output to this JSON Schema (a file)");
+  command->add_flag("--json-object", args->json_object, "Constrain the output to a JSON object");
+  command->add_option("--grammar", args->grammar_file, "Constrain the output to this GBNF grammar (a file)");
   command->add_flag("--json", args->json, "Print one JSON object at the end instead of streaming");
   command->add_option("--ctx", args->ctx, "Context (session capacity) in positions; 0: prompt + --max-tokens")
       ->capture_default_str();

@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "runtime/constraint.h"
 #include "runtime/prompt_lookup.h"
 #include "runtime/stop_strings.h"
 
@@ -79,6 +80,7 @@ std::string_view finish_reason_name(FinishReason reason) {
     case FinishReason::Length: return "length";
     case FinishReason::Cancelled: return "cancelled";
     case FinishReason::ContextFull: return "context_full";
+    case FinishReason::GrammarComplete: return "grammar_complete";
   }
   return "unknown";
 }
@@ -103,13 +105,14 @@ namespace {
 class Generation {
  public:
   Generation(Engine& engine, Session& session, const GenerateOptions& options, const TextCallback& on_text,
-             Sampler sampler)
+             Sampler sampler, std::optional<Constraint> constraint)
       : session_(session),
         options_(options),
         spec_(options.speculative),
         on_text_(on_text),
         vocab_(engine.vocab_size()),
         sampler_(std::move(sampler)),
+        constraint_(std::move(constraint)),
         stops_(options.stop_tokens.empty() ? default_stop_tokens(engine) : options.stop_tokens),
         logits_(size_t{vocab_} * (spec_.enabled ? spec_.max_draft + 1 : 1)),
         decoder_(engine.tokenizer()),
@@ -139,8 +142,17 @@ class Generation {
     return std::any_of(options.stop.begin(), options.stop.end(), [](const std::string& s) { return !s.empty(); });
   }
 
-  std::span<const float> row(uint32_t i) const {
-    return std::span<const float>(logits_).subspan(size_t{i} * vocab_, vocab_);
+  std::span<float> row(uint32_t i) { return std::span<float>(logits_).subspan(size_t{i} * vocab_, vocab_); }
+
+  // Row i's token: sampled among the tokens the grammar allows, if there is one.
+  Expected<SampledToken> sample(uint32_t i) {
+    if (constraint_) {
+      const uint64_t room = session_.capacity() - history_.size();
+      constraint_->prepare(static_cast<uint32_t>(
+          std::min<uint64_t>({options_.max_tokens - stats_.generated_tokens, std::max<uint64_t>(room, 1)})));
+      constraint_->apply(row(i));
+    }
+    return sampler_.sample(row(i));
   }
 
   Status prefill(std::span<const uint32_t> prompt) {
@@ -156,7 +168,7 @@ class Generation {
       finish(FinishReason::Length);
       return ok_status();
     }
-    KIPP_ASSIGN_OR_RETURN(SampledToken first, sampler_.sample(row(0)));
+    KIPP_ASSIGN_OR_RETURN(SampledToken first, sample(0));
     accept(std::move(first));
     return ok_status();
   }
@@ -213,6 +225,12 @@ class Generation {
       return false;
     }
     const uint32_t id = token.id;
+    if (constraint_) {
+      if (Status allowed = constraint_->accept(id); !allowed.ok()) {  // the mask allowed it: a bug
+        failure_ = Error{allowed.error()};
+        return false;
+      }
+    }
     result_.tokens.push_back(std::move(token));
     history_.push_back(id);
     ++stats_.generated_tokens;
@@ -222,6 +240,10 @@ class Generation {
       return false;
     }
     if (!push_text(*text)) return false;
+    if (constraint_ && constraint_->done()) {
+      finish(FinishReason::GrammarComplete);
+      return false;
+    }
     if (stats_.generated_tokens >= options_.max_tokens) {
       finish(FinishReason::Length);
       return false;
@@ -254,7 +276,7 @@ class Generation {
 
     uint32_t matched = 0;
     for (uint32_t i = 0; i < rows; ++i) {
-      KIPP_ASSIGN_OR_RETURN(SampledToken token, sampler_.sample(row(i)));
+      KIPP_ASSIGN_OR_RETURN(SampledToken token, sample(i));
       const bool agrees = i < draft.size() && token.id == draft[i];
       matched += agrees ? 1 : 0;
       if (!accept(std::move(token)) || !agrees) break;
@@ -300,6 +322,7 @@ class Generation {
   const TextCallback& on_text_;
   const uint32_t vocab_;
   Sampler sampler_;
+  std::optional<Constraint> constraint_;
   const std::vector<uint32_t> stops_;
   std::vector<float> logits_;
   std::vector<uint32_t> history_;
@@ -321,7 +344,13 @@ Expected<GenerateResult> generate(Engine& engine, Session& session, std::span<co
   KIPP_RETURN_IF_ERROR(check_options(engine, session, prompt, options));
   KIPP_ASSIGN_OR_RETURN(Sampler sampler,
                         with_context(Sampler::create(options.sampling, engine.vocab_size()), "sampling"));
-  Generation generation(engine, session, options, on_text, std::move(sampler));
+  std::optional<Constraint> constraint;
+  if (options.grammar) {
+    constraint.emplace(options.grammar,
+                       grammar_vocabulary(engine, options.stop_tokens.empty() ? default_stop_tokens(engine)
+                                                                              : options.stop_tokens));
+  }
+  Generation generation(engine, session, options, on_text, std::move(sampler), std::move(constraint));
   return generation.run(prompt);
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/grammar.h"
 #include "runtime/engine.h"
 #include "sampling/sampler.h"
 
@@ -39,9 +40,12 @@ struct GenerateOptions {
   std::vector<uint32_t> stop_tokens;     // empty: the model's (eos, <|im_end|>, <|endoftext|>)
   bool include_stop_token_text = false;  // stop tokens are never emitted by default
   SpeculativeOptions speculative;
+  // Constrained decoding: every token is sampled among those the grammar allows, and generation
+  // ends when the grammar is complete and allows nothing more (draft tokens are checked too).
+  grammar::GrammarPtr grammar;
 };
 
-enum class FinishReason { StopToken, StopString, Length, Cancelled, ContextFull };
+enum class FinishReason { StopToken, StopString, Length, Cancelled, ContextFull, GrammarComplete };
 std::string_view finish_reason_name(FinishReason reason);
 
 struct GenerateStats {

@@ -1,8 +1,10 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <future>
 #include <utility>
 
+#include "runtime/constraint.h"
 #include "runtime/generator.h"
 #include "runtime/stop_strings.h"
 #include "server/think_splitter.h"
@@ -33,6 +35,7 @@ struct Scheduler::Choice {
   IncrementalDecoder decoder;
   StopStringMatcher matcher;
   ThinkSplitter splitter;
+  std::optional<Constraint> constraint;  // the request's grammar, when it has one
   std::optional<uint32_t> pending;  // sampled, emitted, not yet in the session
   uint32_t generated = 0;
   bool finished = false;
@@ -61,7 +64,8 @@ struct Scheduler::Active {
 struct Scheduler::StepRow {
   Active* active;
   Choice* choice;
-  bool sample;  // the item's last position gives this choice's next token
+  bool sample;                 // the item's last position gives this choice's next token
+  uint32_t positions_after;    // the choice's session length once the step is evaluated
 };
 
 Expected<std::unique_ptr<Scheduler>> Scheduler::create(const std::string& model_path, const SchedulerOptions& options,
@@ -116,6 +120,7 @@ Scheduler::Scheduler(std::unique_ptr<Engine> engine, const SchedulerOptions& opt
       pool_blocks_(engine_->pool_stats().total_blocks),
       metrics_(metrics),
       stop_tokens_(default_stop_tokens(*engine_)),
+      grammar_vocabulary_(grammar_vocabulary(*engine_, stop_tokens_)),
       logits_(size_t{options.max_batch} * engine_->vocab_size()) {
   publish_gauges(0);
 }
@@ -298,6 +303,7 @@ void Scheduler::start(Queued queued) {
     choice->sampler.emplace(std::move(*sampler));
     choice->sampler->observe(request.prompt);
     choice->session = std::move(*session);
+    if (request.grammar) choice->constraint.emplace(request.grammar, grammar_vocabulary_);
     active->choices.push_back(std::move(choice));
   }
   active->unfinished = static_cast<uint32_t>(active->choices.size());
@@ -355,7 +361,7 @@ struct Scheduler::Batch {
   void add(Active& active, Choice& choice, std::span<const uint32_t> tokens, bool sample) {
     float* row_logits = sample ? logits + size_t{logit_rows++} * vocab : nullptr;
     items.push_back(BatchItem{choice.session.get(), tokens, sample ? 1u : 0u, row_logits});
-    rows.push_back(StepRow{&active, &choice, sample});
+    rows.push_back(StepRow{&active, &choice, sample, choice.session->length() + static_cast<uint32_t>(tokens.size())});
   }
 };
 
@@ -364,7 +370,12 @@ void Scheduler::step() {
   add_decoding(batch);
   add_prompt_chunks(batch);
   if (batch.items.empty()) return;
-  if (!evaluate(batch)) return;
+  // Grammar masks are computed while the forward pass runs: they depend only on the tokens
+  // accepted so far, not on this step's logits.
+  std::future<void> masks = prepare_masks(batch);
+  const Status evaluated = engine_->eval_batch(batch.items);
+  if (masks.valid()) masks.wait();
+  if (!evaluated.ok()) return fail_batch(batch, evaluated);
   end_completed(sample_tokens(batch));
   std::lock_guard<std::mutex> lock(mutex_);
   publish_gauges(queue_.size());
@@ -416,10 +427,23 @@ void Scheduler::add_prompt_chunks(Batch& batch) {
   }
 }
 
-// The step's one eval_batch; on failure every request in it ends with the error (false).
-bool Scheduler::evaluate(const Batch& batch) {
-  Status evaluated = engine_->eval_batch(batch.items);
-  if (evaluated.ok()) return true;
+// The masks of the constrained rows that sample this step, on a thread of their own.
+std::future<void> Scheduler::prepare_masks(const Batch& batch) {
+  std::vector<std::pair<Constraint*, uint32_t>> work;  // constraint, token budget
+  for (const StepRow& row : batch.rows) {
+    if (!row.sample || !row.choice->constraint) continue;
+    const uint32_t room = context_ > row.positions_after ? context_ - row.positions_after : 0;
+    const uint32_t left = row.active->queued.max_tokens - row.choice->generated;
+    work.emplace_back(&*row.choice->constraint, std::max(1u, std::min(room, left)));
+  }
+  if (work.empty()) return {};
+  return std::async(std::launch::async, [work = std::move(work)] {
+    for (const auto& [constraint, budget] : work) constraint->prepare(budget);
+  });
+}
+
+// The step's eval_batch failed: every request in it ends with the error.
+void Scheduler::fail_batch(const Batch& batch, const Status& evaluated) {
   Event error;
   error.kind = Event::Kind::Error;
   error.error = "evaluation failed: " + evaluated.message();
@@ -427,7 +451,6 @@ bool Scheduler::evaluate(const Batch& batch) {
   for (const StepRow& row : batch.rows)
     if (std::find(failed.begin(), failed.end(), row.active) == failed.end()) failed.push_back(row.active);
   for (Active* active : failed) end_request(*active, error);
-  return false;
 }
 
 // Each sampling row's next token, accepted into its choice; the requests those rows belong to.
@@ -436,11 +459,12 @@ std::vector<Scheduler::Active*> Scheduler::sample_tokens(const Batch& batch) {
   uint32_t row_index = 0;
   for (const StepRow& row : batch.rows) {
     if (!row.sample) continue;
-    const std::span<const float> logits(batch.logits + size_t{row_index++} * batch.vocab, batch.vocab);
+    const std::span<float> logits(batch.logits + size_t{row_index++} * batch.vocab, batch.vocab);
     if (std::find(touched.begin(), touched.end(), row.active) == touched.end()) touched.push_back(row.active);
     if (row.active->failed) continue;
     Choice& choice = *row.choice;
     choice.pending.reset();  // evaluated now
+    if (choice.constraint) choice.constraint->apply(logits);
     auto token = choice.sampler->sample(logits);
     if (!token.ok()) {
       fail(*row.active, "sampling failed: " + token.message());
@@ -487,6 +511,12 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
     finish_choice(active, choice, "length", true);
     return;
   }
+  if (choice.constraint) {
+    if (Status allowed = choice.constraint->accept(token.id); !allowed.ok()) {  // the mask allowed it: a bug
+      fail(active, "constrained decoding: " + allowed.message());
+      return;
+    }
+  }
   ++choice.generated;
   ++active.generated;
   if (metrics_) metrics_->add_tokens(0, 1);
@@ -509,6 +539,8 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
     active.channel().push(std::move(delta));
   if (out.stopped) {
     finish_choice(active, choice, "stop", false);
+  } else if (choice.constraint && choice.constraint->done()) {  // the grammar allows nothing more
+    finish_choice(active, choice, "stop", true);
   } else if (choice.generated >= active.queued.max_tokens) {
     finish_choice(active, choice, "length", true);
   } else {

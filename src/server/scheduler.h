@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <future>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/grammar.h"
 #include "runtime/engine.h"
 #include "server/generation_request.h"
 #include "server/metrics.h"
@@ -88,7 +90,8 @@ class Scheduler {
   void step();
   void add_decoding(Batch& batch);
   void add_prompt_chunks(Batch& batch);
-  bool evaluate(const Batch& batch);
+  std::future<void> prepare_masks(const Batch& batch);
+  void fail_batch(const Batch& batch, const Status& evaluated);
   std::vector<Active*> sample_tokens(const Batch& batch);
   void end_completed(const std::vector<Active*>& touched);
   void accept(Active& active, Choice& choice, SampledToken token);
@@ -105,6 +108,7 @@ class Scheduler {
   uint32_t pool_blocks_;
   Metrics* metrics_;
   std::vector<uint32_t> stop_tokens_;
+  std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary_;  // built once, for every grammar
 
   std::mutex mutex_;  // guards queue_ and stopping_
   std::condition_variable wake_;
