@@ -9,6 +9,9 @@ set(KIPP_SERVER_TESTS_DIR ${CMAKE_CURRENT_SOURCE_DIR}/server)
 # The pinned official OpenAI Node client (npm openai, sha512 + SHA-256 checked) in the npm cache.
 add_test(NAME server_openai_client_fetch COMMAND ${KIPP_SERVER_TESTS_DIR}/fetch_openai.sh)
 set_tests_properties(server_openai_client_fetch PROPERTIES FIXTURES_SETUP openai_npm TIMEOUT 300)
+# The pinned agent clients (tests/clients/package-lock.json: openai, the Vercel AI SDK, zod, ajv).
+add_test(NAME server_agent_clients_fetch COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/clients/fetch_clients.sh)
+set_tests_properties(server_agent_clients_fetch PROPERTIES FIXTURES_SETUP agent_clients_npm TIMEOUT 600)
 
 # kipp_server_test(NAME TIMEOUT [FIXTURES fixture...]): node tests/server/NAME.mjs.
 function(kipp_server_test name timeout)
@@ -32,3 +35,4 @@ kipp_server_test(server_overload 240)                        # (e) full queue 50
 kipp_server_test(server_openai 240 FIXTURES openai_npm)      # (f) the official OpenAI Node client
 kipp_server_test(server_load 240)                            # (g) 32 streaming clients, RSS flat
 kipp_server_test(server_malformed 240)                       # (h) malformed HTTP and JSON
+kipp_server_test(server_agents 600 FIXTURES agent_clients_npm)  # structured output, tool loops, real clients
