@@ -33,6 +33,7 @@ struct GenerationRequest {
   // think splitter); at most max_tool_calls of them (then the choice ends).
   bool parse_tool_calls = false;
   uint32_t max_tool_calls = UINT32_MAX;
+  std::vector<std::string> tool_names;  // the names a call may have (empty: any)
   // Constrained decoding: every choice's tokens are masked to this grammar (null: free).
   grammar::GrammarPtr grammar;
   Clock::time_point arrival = Clock::now();

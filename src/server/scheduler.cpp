@@ -8,6 +8,7 @@
 #include "runtime/generator.h"
 #include "runtime/stop_strings.h"
 #include "server/think_splitter.h"
+#include "server/tool_call_parser.h"
 
 namespace kipp::server {
 namespace {
@@ -35,6 +36,7 @@ struct Scheduler::Choice {
   IncrementalDecoder decoder;
   StopStringMatcher matcher;
   ThinkSplitter splitter;
+  std::optional<ToolCallParser> tool_calls;  // with tools: <tool_call> blocks in the content
   std::optional<Constraint> constraint;  // the request's grammar, when it has one
   std::optional<uint32_t> pending;  // sampled, emitted, not yet in the session
   uint32_t generated = 0;
@@ -304,6 +306,13 @@ void Scheduler::start(Queued queued) {
     choice->sampler->observe(request.prompt);
     choice->session = std::move(*session);
     if (request.grammar) choice->constraint.emplace(request.grammar, grammar_vocabulary_);
+    if (request.parse_tool_calls) {
+      ToolCallParser::Options parser;
+      parser.max_calls = request.max_tool_calls;
+      parser.allowed_names = request.tool_names;
+      if (request.sampling.seed != 0) parser.id_seed = request.sampling.seed + i;  // reproducible ids with a seed
+      choice->tool_calls.emplace(std::move(parser));
+    }
     active->choices.push_back(std::move(choice));
   }
   active->unfinished = static_cast<uint32_t>(active->choices.size());
@@ -534,12 +543,13 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
     return;
   }
   const StopStringMatcher::Output out = choice.matcher.push(*text);
-  deliver(active, choice, out.text, delta);
+  deliver(active, choice, out.text, delta, false);
   if (!delta.content.empty() || !delta.reasoning.empty() || !delta.tokens.empty())
     active.channel().push(std::move(delta));
   if (out.stopped) {
     finish_choice(active, choice, "stop", false);
-  } else if (choice.constraint && choice.constraint->done()) {  // the grammar allows nothing more
+  } else if ((choice.constraint && choice.constraint->done()) ||  // the grammar allows nothing more
+             (choice.tool_calls && choice.tool_calls->should_stop())) {  // the last call allowed is made
     finish_choice(active, choice, "stop", true);
   } else if (choice.generated >= active.queued.max_tokens) {
     finish_choice(active, choice, "length", true);
@@ -548,15 +558,53 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
   }
 }
 
-void Scheduler::deliver(Active& active, Choice& choice, std::string_view text, Event& delta) {
-  if (text.empty()) return;
-  if (!active.request().split_reasoning) {
-    delta.content.append(text);
+// Text out of the stop-string matcher into reasoning, content and tool calls; `last` ends the
+// choice's output (whatever the splitter and the parser hold back is final then). Tool calls
+// go out as events of their own after the text before them.
+void Scheduler::deliver(Active& active, Choice& choice, std::string_view text, Event& delta, bool last) {
+  std::string content;
+  if (active.request().split_reasoning) {
+    ThinkSplitter::Output split = choice.splitter.push(text);
+    if (last) {
+      ThinkSplitter::Output tail = choice.splitter.finish();
+      split.reasoning += tail.reasoning;
+      split.content += tail.content;
+    }
+    delta.reasoning += split.reasoning;
+    content = std::move(split.content);
+  } else {
+    content = text;
+  }
+  if (!choice.tool_calls) {
+    delta.content += content;
     return;
   }
-  ThinkSplitter::Output split = choice.splitter.push(text);
-  delta.reasoning += split.reasoning;
-  delta.content += split.content;
+  ToolCallParser::Output parsed = choice.tool_calls->push(content);
+  if (last) {
+    ToolCallParser::Output tail = choice.tool_calls->finish();
+    parsed.content += tail.content;
+    parsed.calls.insert(parsed.calls.end(), tail.calls.begin(), tail.calls.end());
+  }
+  delta.content += parsed.content;
+  if (parsed.calls.empty()) return;
+  if (!delta.content.empty() || !delta.reasoning.empty() || !delta.tokens.empty()) {
+    active.channel().push(std::move(delta));
+    delta = Event{};
+    delta.choice = choice.index;
+  }
+  for (ToolCallParser::Call& call : parsed.calls) {
+    Event header;
+    header.choice = choice.index;
+    header.tool_call_index = call.index;
+    header.tool_call_id = std::move(call.id);
+    header.tool_call_name = std::move(call.name);
+    active.channel().push(std::move(header));
+    Event arguments;
+    arguments.choice = choice.index;
+    arguments.tool_call_index = call.index;
+    arguments.tool_call_arguments = std::move(call.arguments);
+    active.channel().push(std::move(arguments));
+  }
 }
 
 void Scheduler::finish_choice(Active& active, Choice& choice, const char* reason, bool flush) {
@@ -564,19 +612,18 @@ void Scheduler::finish_choice(Active& active, Choice& choice, const char* reason
   tail.choice = choice.index;
   if (flush) {
     const StopStringMatcher::Output out = choice.matcher.push(choice.decoder.finish());
-    deliver(active, choice, out.text, tail);
+    deliver(active, choice, out.text, tail, false);
     if (out.stopped) {
       reason = "stop";
     } else {
-      deliver(active, choice, choice.matcher.flush(), tail);
+      deliver(active, choice, choice.matcher.flush(), tail, false);
     }
   }
-  if (active.request().split_reasoning) {
-    ThinkSplitter::Output split = choice.splitter.finish();
-    tail.reasoning += split.reasoning;
-    tail.content += split.content;
-  }
+  deliver(active, choice, {}, tail, true);
   if (!tail.content.empty() || !tail.reasoning.empty()) active.channel().push(std::move(tail));
+  // A choice that made tool calls and ended by itself (not cut off by length) reports them.
+  if (choice.tool_calls && choice.tool_calls->call_count() > 0 && std::string_view(reason) == "stop")
+    reason = "tool_calls";
   Event finish;
   finish.kind = Event::Kind::Finish;
   finish.choice = choice.index;

@@ -95,7 +95,7 @@ class Scheduler {
   std::vector<Active*> sample_tokens(const Batch& batch);
   void end_completed(const std::vector<Active*>& touched);
   void accept(Active& active, Choice& choice, SampledToken token);
-  void deliver(Active& active, Choice& choice, std::string_view text, Event& delta);
+  void deliver(Active& active, Choice& choice, std::string_view text, Event& delta, bool last);
   void finish_choice(Active& active, Choice& choice, const char* reason, bool flush);
   void fail(Active& active, const std::string& message);  // error event; ended after the step
   void end_request(Active& active, std::optional<Event> final_event);
