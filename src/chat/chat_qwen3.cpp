@@ -14,9 +14,13 @@
 //      messages take their reasoning from reasoning_content, or else split it out of a
 //      "<think>...</think>" in content; only assistant turns after last_query_index keep it
 //      (the last message always gets a think block, possibly empty; earlier ones only when
-//      they have reasoning). Runs of tool messages become one user turn of <tool_response>s.
+//      they have reasoning). The content follows; then each tool call as
+//      "<tool_call>\n{\"name\": \"NAME\", \"arguments\": ARGS}\n</tool_call>", preceded by "\n" unless
+//      it is the first call and the content (before the lstrip) is empty; ARGS is a string
+//      argument as is, anything else as tojson. Runs of tool messages become one user turn of
+//      <tool_response>s; they are not user messages, so in a multi-step tool chain every
+//      assistant turn since the last real query keeps its reasoning.
 //   4. The generation prompt, with the empty think block when enable_thinking is false.
-// Assistant tool_calls are not supported (parse_chat_messages rejects them).
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_render.h"
@@ -95,6 +99,9 @@ Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const 
     if (messages[i].reasoning_content && role != "assistant") {
       return message_error(i, "reasoning_content is only allowed on assistant messages");
     }
+    if (!messages[i].tool_calls.empty() && role != "assistant") {
+      return message_error(i, "tool_calls are only allowed on assistant messages");
+    }
   }
 
   std::string out;
@@ -155,6 +162,21 @@ Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const 
       } else {
         out += "<|im_start|>assistant\n";
         out += content;
+      }
+      for (size_t c = 0; c < message.tool_calls.size(); ++c) {
+        const ChatToolCall& call = message.tool_calls[c];
+        if (c > 0 || !content.empty()) out += '\n';
+        out += "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": ";
+        if (call.arguments_is_json) {
+          const auto arguments = nlohmann::ordered_json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+          if (arguments.is_discarded()) {
+            return message_error(i, "tool_calls[" + std::to_string(c) + "].arguments is not JSON");
+          }
+          append_tojson(out, arguments);
+        } else {
+          out += call.arguments;
+        }
+        out += "}\n</tool_call>";
       }
       out += "<|im_end|>\n";
     } else if (message.role == "tool") {

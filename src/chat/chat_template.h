@@ -59,9 +59,11 @@ Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage
                                   const ChatOptions& options = {});
 
 // Parses an OpenAI-style messages array (JSON text): objects with "role" (system, user,
-// assistant, tool), "content" (a string; null is the empty string) and optionally
-// "reasoning_content" (string or null). Assistant tool_calls are unsupported (an error);
-// other keys (name, tool_call_id, ...) are ignored. Errors name the message index.
+// assistant, tool), "content" (a string; null is the empty string), and on assistant messages
+// optionally "reasoning_content" or its alias "reasoning" (string or null) and "tool_calls"
+// ([{"id", "type": "function", "function": {"name", "arguments"}}], arguments a string of JSON
+// text or a JSON object/array). Other keys (name, tool_call_id, ...) are ignored. Errors name
+// the message index (and the tool call and field).
 Expected<std::vector<ChatMessage>> parse_chat_messages(std::string_view json_text);
 
 // Parses a tools array (JSON text) into ChatOptions::tools: each element must be an object.

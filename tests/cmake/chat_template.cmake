@@ -38,16 +38,20 @@ render_matches(last-assistant-think-in-content --no-generation-prompt)
 render_matches(tool-chain-reasoning-kept)
 render_matches(tools-with-system)
 render_matches(unicode)
+render_matches(calls-single)
+render_matches(calls-tools-system)
 
 # Errors: each names the file and the message index, or the conflict.
 add_test(NAME cli_render_bad_role COMMAND $<TARGET_FILE:kipp> render -m ${KIPP_CHAT_GGUF} --no-verify
                                           --messages ${KIPP_CHAT_INPUTS}/bad_role.json)
 set_tests_properties(cli_render_bad_role PROPERTIES PASS_REGULAR_EXPRESSION
                      "kipp: error: .*bad_role.json: messages\\[1\\]: role 'developer' is not supported")
-add_test(NAME cli_render_tool_calls_unsupported COMMAND $<TARGET_FILE:kipp> render -m ${KIPP_CHAT_GGUF} --no-verify
-                                                        --messages ${KIPP_CHAT_INPUTS}/tool_calls.json)
-set_tests_properties(cli_render_tool_calls_unsupported PROPERTIES PASS_REGULAR_EXPRESSION
-                     "kipp: error: .*tool_calls.json: messages\\[1\\]: tool_calls are unsupported")
+# OpenAI's shape of an assistant tool call (content null, arguments a JSON string) renders as
+# the golden of the same conversation (the template itself needs content "").
+add_test(NAME cli_render_tool_calls
+         COMMAND sh -c "\"$0\" render -m \"$1\" --no-verify --messages \"$2\" > \"$3\" && cmp \"$3\" \"$4\""
+                 $<TARGET_FILE:kipp> ${KIPP_CHAT_GGUF} ${KIPP_CHAT_INPUTS}/tool_calls.json
+                 ${KIPP_RENDER_OUT}/tool_calls.txt ${KIPP_RENDER_GOLDENS}/calls-single.txt)
 add_test(NAME cli_render_missing_file COMMAND $<TARGET_FILE:kipp> render -m ${KIPP_CHAT_GGUF} --no-verify
                                               --messages ${KIPP_MODELS}/no-such-messages.json)
 set_tests_properties(cli_render_missing_file PROPERTIES PASS_REGULAR_EXPRESSION
@@ -55,7 +59,7 @@ set_tests_properties(cli_render_missing_file PROPERTIES PASS_REGULAR_EXPRESSION
 add_test(NAME cli_render_think_conflict COMMAND $<TARGET_FILE:kipp> render -m ${KIPP_CHAT_GGUF} --think --no-think
                                                 --messages ${KIPP_RENDER_GOLDENS}/multi-turn.messages.json)
 set_tests_properties(cli_render_think_conflict PROPERTIES PASS_REGULAR_EXPRESSION "excludes")
-foreach(test cli_render_bad_role cli_render_tool_calls_unsupported cli_render_missing_file cli_render_think_conflict)
+foreach(test cli_render_bad_role cli_render_tool_calls cli_render_missing_file cli_render_think_conflict)
   set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 120)
 endforeach()
 

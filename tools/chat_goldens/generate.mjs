@@ -90,6 +90,14 @@ const user = (content) => ({ role: "user", content });
 const asst = (content, reasoning_content) =>
   reasoning_content === undefined ? { role: "assistant", content } : { role: "assistant", content, reasoning_content };
 const tool = (content) => ({ role: "tool", content });
+// An assistant message with OpenAI-shaped tool_calls; each call is [name, arguments] with the
+// arguments a string (OpenAI's form, inserted as is) or a JSON value (rendered with tojson).
+// Content is "" rather than OpenAI's null, which both engines fail on.
+let callCount = 0;
+const calls = (content, list, reasoning_content) => ({
+  ...asst(content, reasoning_content),
+  tool_calls: list.map(([name, args]) => ({ id: `call_${++callCount}`, type: "function", function: { name, arguments: args } })),
+});
 
 const weatherTool = {
   type: "function",
@@ -189,6 +197,59 @@ const cases = [
   ["long-content", [sys(longText), user(longText), asst(longText, longText)], { add_generation_prompt: false }],
 ];
 
+// Tool calls: the assistant's <tool_call> blocks, alone, after content, several in one message,
+// arguments as JSON text or as a value, and multi-step chains (user, calls, tool responses,
+// calls again, final answer) with reasoning at several steps.
+const weatherCall = ["get_weather", "{\"city\": \"Paris\"}"];
+const chainWithReasoning = [
+  sys("You are a travel agent."),
+  user("Plan a day in Zürich and Bern."),
+  calls("", [["get_weather", { city: "Zürich", unit: "celsius" }], ["get_weather", "{\"city\": \"Bern\"}"]],
+    "I need the weather in both cities."),
+  tool("{\"temp\": 3, \"sky\": \"snow\"}"),
+  tool("{\"temp\": 5, \"sky\": \"rain\"}"),
+  calls("Both are cold; let me look for museums.", [["search", { query: "museums Zürich", limit: 3, tags: ["indoor", "art"] }]],
+    "\nCold everywhere. Museums then.\n"),
+  tool("Kunsthaus, Landesmuseum, FIFA Museum"),
+];
+const chainFinal = [...chainWithReasoning, asst("Visit the Kunsthaus in Zürich, then take the train to Bern.", "Summarize the plan.")];
+cases.push(
+  ["calls-single", [user("Weather?"), calls("", [["get_weather", "{}"]])], { add_generation_prompt: true }],
+  ["calls-single-no-prompt", [user("Weather in Paris?"), calls("", [weatherCall])], { add_generation_prompt: false }],
+  ["calls-multi", [user("Weather in Paris, Rome and Oslo?"),
+    calls("", [weatherCall, ["get_weather", "{\"city\": \"Rome\"}"], ["get_weather", "{\"city\":\"Oslo\",\"unit\":\"celsius\"}"]])],
+    { add_generation_prompt: false }],
+  ["calls-content-and-calls", [user("Compare Paris and Rome."),
+    calls("Let me check both cities.", [weatherCall, ["get_weather", "{\"city\": \"Rome\"}"]])], { add_generation_prompt: false }],
+  ["calls-content-newline-reasoning", [user("q"), calls("\n", [weatherCall], "think")], { add_generation_prompt: false }],
+  ["calls-think-in-content", [user("q"), calls("<think>\nUse the tool.\n</think>\n\n", [weatherCall]), tool("sunny")],
+    { add_generation_prompt: true }],
+  ["calls-think-in-content-and-text", [user("q"), calls("<think>plan</think>\n\nChecking.", [weatherCall])], { add_generation_prompt: false }],
+  ["calls-arguments-object", [user("Search."), calls("", [["search", { query: "Zürich 検索 \"quoted\" \\ \n", limit: 10, safe: false,
+    tags: [], nested: { b: null, a: [1, "two", { c: true }] } }]])], { add_generation_prompt: false }],
+  ["calls-arguments-string", [user("Search."), calls("", [["search", "{\"query\": \"Zürich 検索\", \"limit\": 10}"]])],
+    { add_generation_prompt: false }],
+  ["calls-arguments-mixed", [user("Both."), calls("", [["search", { query: "a" }], ["search", "{\"query\":\"b\"}"],
+    ["get_weather", {}], ["noop", ""], ["list", [1, 2, "x"]]])], { add_generation_prompt: false }],
+  ["calls-history-before-query", [user("Weather?"), calls("", [weatherCall], "Call it."), tool("sunny"),
+    asst("It is sunny.", "The tool said sunny."), user("Thanks! And tomorrow?")], { add_generation_prompt: true }],
+  ["calls-chain-tool-last", chainWithReasoning, { add_generation_prompt: true }],
+  ["calls-chain-tool-last-think-false", chainWithReasoning, { add_generation_prompt: true, enable_thinking: false }],
+  ["calls-chain-final", chainFinal, { add_generation_prompt: false }],
+  ["calls-chain-final-prompt", chainFinal, { add_generation_prompt: true }],
+  ["calls-chain-new-query", [...chainFinal, user("And in Geneva?")], { add_generation_prompt: true, enable_thinking: false }],
+  ["calls-chain-wrapped-response", [user("Find it."), calls("", [["search", { query: "it" }]], "search first"),
+    user("<tool_response>\nfound\n</tool_response>"), calls("Once more.", [["search", { query: "more" }]], "again"),
+    tool("more found")], { add_generation_prompt: true }],
+  ["calls-chain-no-reasoning", [user("Go."), calls("", [["search", "{}"]]), tool("r1"), calls("", [["search", "{}"]]),
+    tool("r2"), asst("Done.")], { add_generation_prompt: false }],
+  ["calls-tools-system", [sys("You are a weather bot."), user("Weather in Oslo and a search for cafés?"),
+    calls("On it.", [["get_weather", { city: "Oslo" }], ["search", "{\"query\": \"cafés Oslo\"}"]], "Two tools."),
+    tool("{\"temp\": -2}"), tool("Café A, Café B")], { add_generation_prompt: true, tools: [weatherTool, searchTool] }],
+  ["calls-tools-no-system-think-false", [user("Weather in Oslo?"), calls("", [["get_weather", { city: "Oslo" }]]),
+    tool("{\"temp\": -2}"), asst("It is -2 degrees.")], { add_generation_prompt: false, enable_thinking: false, tools: [weatherTool] }],
+);
+
 // --- render ------------------------------------------------------------------------------------
 const ids = new Set();
 let adjusted = 0;
@@ -248,7 +309,7 @@ if (crossCheck) {
 
 // The `kipp render` tests' inputs and outputs: a few goldens as files (messages, tools, text).
 const CLI_CASES = ["multi-turn", "system-user-think-false", "history-reasoning-content", "last-assistant-think-in-content",
-                   "tool-chain-reasoning-kept", "tools-with-system", "unicode"];
+                   "tool-chain-reasoning-kept", "tools-with-system", "unicode", "calls-single", "calls-tools-system"];
 const cliDir = join(root, "tests", "golden", "render");
 const cliFiles = new Map();
 for (const id of CLI_CASES) {

@@ -139,6 +139,57 @@ TEST(ChatTemplate, ParsesOpenAiMessages) {
   EXPECT_TRUE(empty->empty());
 }
 
+TEST(ChatTemplate, ParsesAssistantToolCallsAndTheReasoningAlias) {
+  auto messages = parse_chat_messages(R"([
+    {"role": "user", "content": "q"},
+    {"role": "assistant", "content": null, "reasoning": "plan", "tool_calls": [
+      {"id": "call_a", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}},
+      {"function": {"name": "g", "arguments": {"z": [1, {"b": 2, "a": 3}], "y": null}}}]},
+    {"role": "assistant", "content": "x", "reasoning": "same", "reasoning_content": "same"}
+  ])");
+  ASSERT_TRUE(messages.ok()) << messages.message();
+  const ChatMessage& calling = (*messages)[1];
+  EXPECT_EQ(calling.reasoning_content, std::optional<std::string>("plan"));
+  ASSERT_EQ(calling.tool_calls.size(), 2u);
+  EXPECT_EQ(calling.tool_calls[0].id, "call_a");
+  EXPECT_EQ(calling.tool_calls[0].name, "f");
+  EXPECT_EQ(calling.tool_calls[0].arguments, R"({"x": 1})");
+  EXPECT_FALSE(calling.tool_calls[0].arguments_is_json);
+  EXPECT_EQ(calling.tool_calls[1].id, "");
+  // A JSON value keeps its key order, which the template's tojson prints.
+  EXPECT_EQ(calling.tool_calls[1].arguments, R"({"z":[1,{"b":2,"a":3}],"y":null})");
+  EXPECT_TRUE(calling.tool_calls[1].arguments_is_json);
+  EXPECT_EQ((*messages)[2].reasoning_content, std::optional<std::string>("same"));
+  auto rendered = render_chat(ChatFormat::Qwen3, *messages, {});
+  ASSERT_TRUE(rendered.ok()) << rendered.message();
+  EXPECT_NE(
+      rendered->find("<tool_call>\n{\"name\": \"g\", \"arguments\": {\"z\": [1, {\"b\": 2, \"a\": 3}], \"y\": null}}\n"
+                     "</tool_call><|im_end|>"),
+      std::string::npos)
+      << *rendered;
+}
+
+TEST(ChatTemplate, ToolCallsOnlyWhereTheFormatHasThem) {
+  std::vector<ChatMessage> messages = {{"user", "q", std::nullopt}, {"assistant", "", std::nullopt}};
+  messages[1].tool_calls.push_back({"call_1", "f", "{}", false});
+  for (std::string_view name : chat_format_names()) {
+    auto format = parse_chat_format(name);
+    ASSERT_TRUE(format.ok());
+    auto rendered = render_chat(*format, messages, {});
+    if (*format == ChatFormat::Qwen3) {
+      EXPECT_TRUE(rendered.ok()) << rendered.message();
+    } else {
+      ASSERT_FALSE(rendered.ok()) << name;
+      EXPECT_EQ(rendered.message(),
+                "messages[1]: tool_calls are not supported by the " + std::string(name) + " format");
+    }
+  }
+  messages[1].role = "user";
+  auto misplaced = render_chat(ChatFormat::Qwen3, messages, {});
+  ASSERT_FALSE(misplaced.ok());
+  EXPECT_EQ(misplaced.message(), "messages[1]: tool_calls are only allowed on assistant messages");
+}
+
 TEST(ChatTemplate, MessageErrorsNameTheIndex) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"role": "user"})", "messages: expected a JSON array of messages, found object"},
@@ -156,8 +207,35 @@ TEST(ChatTemplate, MessageErrorsNameTheIndex) {
        "messages[0]: reasoning_content must be a string or null, found number"},
       {R"([{"role": "user", "content": "a", "reasoning_content": "r"}])",
        "messages[0]: reasoning_content is only allowed on assistant messages"},
+      {R"([{"role": "assistant", "content": "a", "reasoning": 2}])",
+       "messages[0]: reasoning must be a string or null, found number"},
+      {R"([{"role": "user", "content": "a", "reasoning": "r"}])",
+       "messages[0]: reasoning is only allowed on assistant messages"},
+      {R"([{"role": "assistant", "content": "a", "reasoning_content": "r", "reasoning": "s"}])",
+       "messages[0]: reasoning_content and reasoning differ"},
+      {R"([{"role": "user", "content": "a", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}])",
+       "messages[0]: tool_calls are only allowed on assistant messages"},
+      {R"([{"role": "assistant", "content": null, "tool_calls": {}}])",
+       "messages[0].tool_calls: expected an array, found object"},
       {R"([{"role": "user", "content": "a"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c"}]}])",
-       "messages[1]: tool_calls are unsupported"},
+       "messages[1].tool_calls[0].function is missing"},
+      {R"([{"role": "assistant", "content": null, "tool_calls": ["f"]}])",
+       "messages[0].tool_calls[0]: expected an object, found string"},
+      {R"([{"role": "assistant", "content": null, "tool_calls": [{"id": 7, "function": {}}]}])",
+       "messages[0].tool_calls[0].id: expected a string, found number"},
+      {R"([{"role": "assistant", "content": null, "tool_calls": [{"type": "custom", "function": {}}]}])",
+       "messages[0].tool_calls[0].type: expected \"function\", found \"custom\""},
+      {R"([{"role": "assistant", "content": null, "tool_calls": [{"function": "f"}]}])",
+       "messages[0].tool_calls[0].function: expected an object, found string"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}},
+                                                               {"function": {"arguments": "{}"}}]}])",
+       "messages[0].tool_calls[1].function.name is missing"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": ["f"], "arguments": "{}"}}]}])",
+       "messages[0].tool_calls[0].function.name: expected a string, found array"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f"}}]}])",
+       "messages[0].tool_calls[0].function.arguments is missing"},
+      {R"([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": 3}}]}])",
+       "messages[0].tool_calls[0].function.arguments: expected a string (JSON text) or an object, found number"},
   };
   for (const auto& [json, want] : cases) {
     auto messages = parse_chat_messages(json);
