@@ -51,8 +51,8 @@ class TokenVocabulary {
  public:
   // token_bytes[id]: the token's bytes; excluded[id]: never allowed by a grammar (control
   // tokens, unused ids). end_tokens: allowed exactly when the grammar accepts what came so far.
-  static std::shared_ptr<const TokenVocabulary> build(std::vector<std::string> token_bytes,
-                                                      std::vector<bool> excluded, std::vector<uint32_t> end_tokens);
+  static std::shared_ptr<const TokenVocabulary> build(std::vector<std::string> token_bytes, std::vector<bool> excluded,
+                                                      std::vector<uint32_t> end_tokens);
   ~TokenVocabulary();
   uint32_t size() const;
   std::span<const uint32_t> end_tokens() const;

@@ -25,9 +25,7 @@ std::shared_ptr<const grammar::TokenVocabulary> grammar_vocabulary(const Engine&
 Constraint::Constraint(grammar::GrammarPtr grammar, std::shared_ptr<const grammar::TokenVocabulary> vocabulary)
     : matcher_(std::move(grammar), vocabulary), mask_((vocabulary->size() + 31) / 32) {}
 
-void Constraint::prepare(uint32_t token_budget) {
-  matcher_.fill_mask(mask_, token_budget);
-}
+void Constraint::prepare(uint32_t token_budget) { matcher_.fill_mask(mask_, token_budget); }
 
 void Constraint::apply(std::span<float> logits) const {
   constexpr float kMasked = -std::numeric_limits<float>::infinity();
@@ -40,8 +38,6 @@ void Constraint::apply(std::span<float> logits) const {
   }
 }
 
-Status Constraint::accept(uint32_t token) {
-  return matcher_.accept(token);
-}
+Status Constraint::accept(uint32_t token) { return matcher_.accept(token); }
 
 }  // namespace kipp

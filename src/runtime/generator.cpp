@@ -346,9 +346,9 @@ Expected<GenerateResult> generate(Engine& engine, Session& session, std::span<co
                         with_context(Sampler::create(options.sampling, engine.vocab_size()), "sampling"));
   std::optional<Constraint> constraint;
   if (options.grammar) {
-    constraint.emplace(options.grammar,
-                       grammar_vocabulary(engine, options.stop_tokens.empty() ? default_stop_tokens(engine)
-                                                                              : options.stop_tokens));
+    constraint.emplace(
+        options.grammar,
+        grammar_vocabulary(engine, options.stop_tokens.empty() ? default_stop_tokens(engine) : options.stop_tokens));
   }
   Generation generation(engine, session, options, on_text, std::move(sampler), std::move(constraint));
   return generation.run(prompt);

@@ -65,9 +65,9 @@ struct Event {
   enum class Kind { Delta, Finish, Done, Error };
   Kind kind = Kind::Delta;
   uint32_t choice = 0;
-  std::string content;                         // Delta
-  std::string reasoning;                       // Delta
-  std::vector<TokenReport> tokens;             // Delta, with logprobs on
+  std::string content;              // Delta
+  std::string reasoning;            // Delta
+  std::vector<TokenReport> tokens;  // Delta, with logprobs on
   // Delta of a tool call (parse_tool_calls): the first delta of call tool_call_index carries its
   // id and name, later ones fragments of its arguments (JSON text).
   std::optional<uint32_t> tool_call_index;

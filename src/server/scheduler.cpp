@@ -37,8 +37,8 @@ struct Scheduler::Choice {
   StopStringMatcher matcher;
   ThinkSplitter splitter;
   std::optional<ToolCallParser> tool_calls;  // with tools: <tool_call> blocks in the content
-  std::optional<Constraint> constraint;  // the request's grammar, when it has one
-  std::optional<uint32_t> pending;  // sampled, emitted, not yet in the session
+  std::optional<Constraint> constraint;      // the request's grammar, when it has one
+  std::optional<uint32_t> pending;           // sampled, emitted, not yet in the session
   uint32_t generated = 0;
   bool finished = false;
 
@@ -66,8 +66,8 @@ struct Scheduler::Active {
 struct Scheduler::StepRow {
   Active* active;
   Choice* choice;
-  bool sample;                 // the item's last position gives this choice's next token
-  uint32_t positions_after;    // the choice's session length once the step is evaluated
+  bool sample;               // the item's last position gives this choice's next token
+  uint32_t positions_after;  // the choice's session length once the step is evaluated
 };
 
 Expected<std::unique_ptr<Scheduler>> Scheduler::create(const std::string& model_path, const SchedulerOptions& options,
@@ -548,7 +548,7 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
     active.channel().push(std::move(delta));
   if (out.stopped) {
     finish_choice(active, choice, "stop", false);
-  } else if ((choice.constraint && choice.constraint->done()) ||  // the grammar allows nothing more
+  } else if ((choice.constraint && choice.constraint->done()) ||         // the grammar allows nothing more
              (choice.tool_calls && choice.tool_calls->should_stop())) {  // the last call allowed is made
     finish_choice(active, choice, "stop", true);
   } else if (choice.generated >= active.queued.max_tokens) {
