@@ -12,7 +12,7 @@ namespace {
 std::vector<ChatMessage> with_system(const std::string& system, std::span<const ChatMessage> messages) {
   std::vector<ChatMessage> all;
   all.reserve(messages.size() + 1);
-  if (!system.empty()) all.push_back(ChatMessage{"system", system, std::nullopt});
+  if (!system.empty()) all.push_back(ChatMessage{"system", system, std::nullopt, {}});
   all.insert(all.end(), messages.begin(), messages.end());
   return all;
 }
@@ -56,7 +56,7 @@ void ChatConversation::close_assistant_turn() {
 
 Expected<TurnStats> ChatConversation::send(const std::string& user_text, const GenerateOptions& options,
                                            const TextCallback& on_text) {
-  messages_.push_back(ChatMessage{"user", user_text, std::nullopt});
+  messages_.push_back(ChatMessage{"user", user_text, std::nullopt, {}});
   auto fail_turn = [&](const std::string& message) -> Expected<TurnStats> {
     messages_.pop_back();
     return make_error(message);
@@ -73,7 +73,7 @@ Expected<TurnStats> ChatConversation::send(const std::string& user_text, const G
   auto result = generate(engine_, *session_, std::span<const uint32_t>(*tokens).subspan(*common), options, on_text);
   if (!result.ok()) return fail_turn(result.message());
   SplitAnswer split = split_answer(result->text);
-  messages_.push_back(ChatMessage{"assistant", std::move(split.content), std::move(split.reasoning)});
+  messages_.push_back(ChatMessage{"assistant", std::move(split.content), std::move(split.reasoning), {}});
   close_assistant_turn();
 
   TurnStats stats;

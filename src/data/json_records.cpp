@@ -245,10 +245,10 @@ std::string alpaca_record(const json& value, Record& record) {
   if (problem.empty()) problem = string_field(value, "", "output", false, output);
   if (problem.empty()) problem = string_field(value, "", "system", true, system);
   if (!problem.empty()) return problem;
-  if (!system.empty()) record.messages.push_back({"system", std::move(system), std::nullopt});
+  if (!system.empty()) record.messages.push_back({"system", std::move(system), std::nullopt, {}});
   if (!input.empty()) instruction += "\n\n" + input;
-  record.messages.push_back({"user", std::move(instruction), std::nullopt});
-  record.messages.push_back({"assistant", std::move(output), std::nullopt});
+  record.messages.push_back({"user", std::move(instruction), std::nullopt, {}});
+  record.messages.push_back({"assistant", std::move(output), std::nullopt, {}});
   return {};
 }
 
@@ -269,7 +269,7 @@ std::string sharegpt_record(const json& value, Record& record) {
   std::string system;
   problem = string_field(value, "", "system", true, system);
   if (!problem.empty()) return problem;
-  if (!system.empty()) record.messages.push_back({"system", std::move(system), std::nullopt});
+  if (!system.empty()) record.messages.push_back({"system", std::move(system), std::nullopt, {}});
   for (size_t i = 0; i < list->size(); ++i) {
     const json& turn = (*list)[i];
     const std::string where = "conversations[" + std::to_string(i) + "]";
@@ -288,7 +288,7 @@ std::string sharegpt_record(const json& value, Record& record) {
     } else {
       return where + ": unsupported role " + in_quotes(from) + " (expected system, human, user, gpt or assistant)";
     }
-    record.messages.push_back({std::move(role), std::move(text), std::nullopt});
+    record.messages.push_back({std::move(role), std::move(text), std::nullopt, {}});
   }
   return {};
 }
@@ -317,7 +317,7 @@ std::string openai_record(const json& value, Record& record) {
     std::optional<std::string> reasoning_content;
     const auto given = message.find("reasoning_content");
     if (given != message.end() && !given->is_null()) reasoning_content = std::move(reasoning);
-    record.messages.push_back({std::move(role), std::move(content), std::move(reasoning_content)});
+    record.messages.push_back({std::move(role), std::move(content), std::move(reasoning_content), {}});
   }
   return {};
 }

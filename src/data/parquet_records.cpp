@@ -56,14 +56,14 @@ class ParquetSource final : public ParquetRecordSource {
     // one), assistant (the output).
     const std::string_view input = optional_value(input_index_);
     const std::string_view system = optional_value(system_index_);
-    if (!system.empty()) record.messages.push_back(ChatMessage{"system", std::string(system), std::nullopt});
+    if (!system.empty()) record.messages.push_back(ChatMessage{"system", std::string(system), std::nullopt, {}});
     std::string user(*values_[0]);
     if (!input.empty()) {
       user += "\n\n";
       user += input;
     }
-    record.messages.push_back(ChatMessage{"user", std::move(user), std::nullopt});
-    record.messages.push_back(ChatMessage{"assistant", std::string(*values_[1]), std::nullopt});
+    record.messages.push_back(ChatMessage{"user", std::move(user), std::nullopt, {}});
+    record.messages.push_back(ChatMessage{"assistant", std::string(*values_[1]), std::nullopt, {}});
     return true;
   }
 
