@@ -12,10 +12,22 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Fields passed on to the chat request under the same name.
-constexpr std::array<std::string_view, 16> kChatFields = {
-    "model",         "temperature",       "top_p",      "stream",           "parallel_tool_calls", "user",
-    "service_tier",  "prompt_cache_key",  "safety_identifier", "top_k", "min_p",  "seed",
-    "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias"};
+constexpr std::array<std::string_view, 16> kChatFields = {"model",
+                                                          "temperature",
+                                                          "top_p",
+                                                          "stream",
+                                                          "parallel_tool_calls",
+                                                          "user",
+                                                          "service_tier",
+                                                          "prompt_cache_key",
+                                                          "safety_identifier",
+                                                          "top_k",
+                                                          "min_p",
+                                                          "seed",
+                                                          "presence_penalty",
+                                                          "frequency_penalty",
+                                                          "repetition_penalty",
+                                                          "logit_bias"};
 // Accepted, changing nothing: nothing is stored (store), there is no encrypted reasoning to
 // include, and stream_options only asks for obfuscation padding.
 constexpr std::array<std::string_view, 4> kIgnoredFields = {"store", "include", "stream_options", "metadata"};
@@ -159,9 +171,9 @@ std::optional<ApiError> map_input(const json& body, json& messages) {
       reasoning = *text;
       in_turn = false;  // it opens the next assistant turn
     } else {
-      return invalid(at + ".type '" + type + "' is not supported (message, function_call, function_call_output, " +
-                         "reasoning)",
-                     at + ".type");
+      return invalid(
+          at + ".type '" + type + "' is not supported (message, function_call, function_call_output, " + "reasoning)",
+          at + ".type");
     }
   }
   return std::nullopt;
@@ -238,8 +250,8 @@ json make_echo(const json& body) {
   if (auto it = body.find("reasoning"); it != body.end() && it->is_object())
     reasoning["effort"] = it->value("effort", json());
   json text{{"format", {{"type", "text"}}}};
-  if (auto it = body.find("text"); it != body.end() && it->is_object() && it->contains("format") &&
-                                   !(*it)["format"].is_null())
+  if (auto it = body.find("text");
+      it != body.end() && it->is_object() && it->contains("format") && !(*it)["format"].is_null())
     text["format"] = (*it)["format"];
   return {{"instructions", given("instructions", nullptr)},
           {"max_output_tokens", given("max_output_tokens", nullptr)},
@@ -273,8 +285,7 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_vie
     } else if (contains(kIgnoredFields, key)) {
       continue;
     } else if (contains(kStatefulFields, key)) {
-      return invalid(key + " is not supported: this server is stateless (send the whole conversation as input)",
-                     key);
+      return invalid(key + " is not supported: this server is stateless (send the whole conversation as input)", key);
     } else if (key == "max_output_tokens") {
       chat["max_completion_tokens"] = value;
     } else if (key == "tools") {
@@ -310,8 +321,8 @@ void ResponsesWriter::emit(std::string& out, const char* type, json fields) {
   if (!stream_) return;
   json event{{"type", type}, {"sequence_number", sequence_++}};
   for (auto& [key, value] : fields.items()) event[key] = std::move(value);
-  out += std::string("event: ") + type + "\ndata: " + event.dump(-1, ' ', false, json::error_handler_t::replace) +
-         "\n\n";
+  out +=
+      std::string("event: ") + type + "\ndata: " + event.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
 }
 
 json ResponsesWriter::part_json(const Item& item) const {
@@ -335,12 +346,8 @@ json ResponsesWriter::item_json(const Item& item) const {
               {"content", json::array({part_json(item)})}};
     case Item::Type::FunctionCall: break;
   }
-  return {{"type", "function_call"},
-          {"id", item.id},
-          {"call_id", item.call_id},
-          {"name", item.name},
-          {"arguments", item.text},
-          {"status", item.status}};
+  return {{"type", "function_call"}, {"id", item.id},          {"call_id", item.call_id},
+          {"name", item.name},       {"arguments", item.text}, {"status", item.status}};
 }
 
 ResponsesWriter::Item& ResponsesWriter::open(Item item, std::string& out) {

@@ -36,11 +36,11 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_vie
 class ResponsesWriter {
  public:
   ResponsesWriter(ResponseIdentity identity, nlohmann::ordered_json echo, bool stream);
-  std::string start();                  // response.created, response.in_progress
-  std::string add(const Event& event);  // Delta and Finish events
-  std::string done(const Usage& usage);  // closes the open item; response.completed or .incomplete
+  std::string start();                       // response.created, response.in_progress
+  std::string add(const Event& event);       // Delta and Finish events
+  std::string done(const Usage& usage);      // closes the open item; response.completed or .incomplete
   std::string error(const ApiError& error);  // the `error` event
-  nlohmann::ordered_json response() const;    // the response object (after done(): complete)
+  nlohmann::ordered_json response() const;   // the response object (after done(): complete)
 
  private:
   struct Item {

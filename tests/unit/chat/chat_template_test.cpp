@@ -171,7 +171,7 @@ TEST(ChatTemplate, ParsesToolsKeepingKeyOrder) {
   ASSERT_TRUE(tools.ok()) << tools.message();
   ASSERT_EQ(tools->size(), 1u);
   EXPECT_EQ((*tools)[0], R"({"type":"function","function":{"name":"f","a":1}})");
-  std::vector<ChatMessage> messages = {{"user", "q", std::nullopt}};
+  std::vector<ChatMessage> messages = {{"user", "q", std::nullopt, {}}};
   ChatOptions options;
   options.tools = *tools;
   auto rendered = render_chat(ChatFormat::Qwen3, messages, options);

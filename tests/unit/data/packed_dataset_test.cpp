@@ -281,11 +281,11 @@ TEST_F(DataPipeline, RawTokenFiles) {
 
 TEST_F(DataPipeline, ConversationsCarryLossOnlyOnAssistantTurns) {
   Record record;
-  record.messages = {{"system", "Be brief.", std::nullopt},
-                     {"user", "hi", std::nullopt},
-                     {"assistant", "hello there", std::nullopt},
-                     {"user", "bye", std::nullopt},
-                     {"assistant", "see you", std::nullopt}};
+  record.messages = {{"system", "Be brief.", std::nullopt, {}},
+                     {"user", "hi", std::nullopt, {}},
+                     {"assistant", "hello there", std::nullopt, {}},
+                     {"user", "bye", std::nullopt, {}},
+                     {"assistant", "see you", std::nullopt, {}}};
   auto tokens = tokenize_record(record, *tokenizer_, RecordTokenOptions{});
   ASSERT_TRUE(tokens.ok()) << tokens.message();
   ChatOptions closed;
@@ -303,7 +303,7 @@ TEST_F(DataPipeline, ConversationsCarryLossOnlyOnAssistantTurns) {
   EXPECT_EQ(tokens->counts.back(), 0);
 
   Record no_assistant;
-  no_assistant.messages = {{"user", "only a question", std::nullopt}};
+  no_assistant.messages = {{"user", "only a question", std::nullopt, {}}};
   auto masked = tokenize_record(no_assistant, *tokenizer_, RecordTokenOptions{});
   ASSERT_TRUE(masked.ok());
   EXPECT_FALSE(masked->any_counted());
