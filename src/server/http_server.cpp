@@ -612,9 +612,10 @@ struct HttpServer::Impl {
     send_json(res, 200, {{"content", *text}});
   }
 
-  // A request with a known model, as the scheduler's request; the 404 or 400 otherwise.
+  // A request with a known model, as the scheduler's request; the 404 or 400 otherwise (`params`,
+  // when given, renames the params errors name).
   std::optional<GenerationRequest> prepare(const OpenAiRequest& request, Clock::time_point start,
-                                           httplib::Response& res) {
+                                           httplib::Response& res, ApiError (*params)(ApiError)) {
     if (request.model && std::find(options.served_names.begin(), options.served_names.end(), *request.model) ==
                              options.served_names.end()) {
       send_error(
@@ -625,7 +626,7 @@ struct HttpServer::Impl {
     }
     auto converted = to_generation_request(request, prompt_context);
     if (auto* error = std::get_if<ApiError>(&converted)) {
-      send_error(res, *error);
+      send_error(res, params ? params(*error) : *error);
       return std::nullopt;
     }
     GenerationRequest generation = std::move(std::get<GenerationRequest>(converted));
@@ -639,7 +640,7 @@ struct HttpServer::Impl {
     auto parsed = parse_openai_request(endpoint, req.body, limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
-    auto generation = prepare(request, start, res);
+    auto generation = prepare(request, start, res, nullptr);
     if (!generation) return;
     ResponseIdentity identity = make_identity(endpoint, served_name(), kFingerprint);
     identity.reasoning_field = options.reasoning_field;
@@ -668,7 +669,7 @@ struct HttpServer::Impl {
     auto parsed = parse_responses_request(req.body, limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     ResponsesRequest& request = std::get<ResponsesRequest>(parsed);
-    auto generation = prepare(request.chat, start, res);
+    auto generation = prepare(request.chat, start, res, with_responses_params);
     if (!generation) return;
     ResponseIdentity identity = make_identity(Endpoint::ChatCompletions, served_name(), kFingerprint);
     identity.id = "resp_" + random_hex(32);
@@ -680,24 +681,26 @@ struct HttpServer::Impl {
       format.event = [writer](const Event& event) { return writer->add(event); };
       format.done = [writer](const Usage& usage) { return writer->done(usage); };
       format.error = [writer](const ApiError& error) { return writer->error(error); };
-      return run(std::move(*generation), Endpoint::ChatCompletions, req, res, std::move(format), {});
+      return run(std::move(*generation), Endpoint::ChatCompletions, req, res, std::move(format), {},
+                 with_responses_params);
     }
     WholeFormat whole{[writer](const Event& event) { writer->add(event); },
                       [writer](const Usage& usage) {
                         writer->done(usage);
                         return writer->response().dump(-1, ' ', false, json::error_handler_t::replace);
                       }};
-    run(std::move(*generation), Endpoint::ChatCompletions, req, res, {}, std::move(whole));
+    run(std::move(*generation), Endpoint::ChatCompletions, req, res, {}, std::move(whole), with_responses_params);
   }
 
   // Submits the request and answers with its events: streamed when `stream.event` is set.
   void run(GenerationRequest generation, Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
-           StreamFormat stream_format, WholeFormat whole) {
+           StreamFormat stream_format, WholeFormat whole, ApiError (*params)(ApiError) = nullptr) {
     const auto start = generation.arrival;
     Submission submission = scheduler.submit(std::move(generation));
     if (submission.rejection) {
       if (submission.rejection->reason == Rejection::Reason::QueueFull) res.set_header("Retry-After", "1");
-      return send_error(res, rejection_error(*submission.rejection, endpoint));
+      const ApiError error = rejection_error(*submission.rejection, endpoint);
+      return send_error(res, params ? params(error) : error);
     }
     ConnectionProbe probe = ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     if (stream_format.event) {

@@ -16,7 +16,8 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // Fields that change nothing in the output: accepted and ignored. (store: nothing is stored, so
-// there is nothing to retrieve later; stream_options is read below.)
+// there is nothing to retrieve later; stream_options and, with tools, parallel_tool_calls are
+// read below.)
 constexpr std::array<std::string_view, 9> kIgnoredFields = {"user",         "metadata",         "store",
                                                             "service_tier", "prompt_cache_key", "safety_identifier",
                                                             "verbosity",    "stream_options",   "parallel_tool_calls"};
@@ -597,15 +598,22 @@ void read_fields(Reader& r, Endpoint endpoint, const RequestLimits& limits, Open
 
 }  // namespace
 
-std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, std::string_view body,
-                                                           const RequestLimits& limits) {
+std::variant<nlohmann::ordered_json, ApiError> parse_request_body(std::string_view body, const RequestLimits& limits) {
   if (auto bad = utf8::first_invalid_byte(body))
     return invalid("the request body is not valid UTF-8 (byte offset " + std::to_string(*bad) + ")", "");
   if (nesting_depth(body, limits.max_json_depth) > limits.max_json_depth)
     return invalid("the request body nests deeper than " + std::to_string(limits.max_json_depth) + " levels", "");
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return invalid("the request body is not valid JSON", "");
   if (!parsed.is_object()) return invalid("the request body must be a JSON object", "");
+  return parsed;
+}
+
+std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, std::string_view body,
+                                                           const RequestLimits& limits) {
+  auto checked = parse_request_body(body, limits);
+  if (auto* error = std::get_if<ApiError>(&checked)) return *error;
+  const json& parsed = std::get<json>(checked);
   OpenAiRequest request;
   request.endpoint = endpoint;
   Reader reader{parsed, std::nullopt};

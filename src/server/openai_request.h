@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -81,6 +82,11 @@ struct OpenAiRequest {
   bool include_usage = false;
   bool logprobs = false;  // chat: logprobs true; completions: logprobs N (N alternatives)
 };
+
+// A body as a JSON object (key order kept), after the checks every endpoint makes: valid UTF-8,
+// nesting within limits.max_json_depth, valid JSON, an object.
+std::variant<nlohmann::ordered_json, ApiError> parse_request_body(std::string_view body,
+                                                                  const RequestLimits& limits = {});
 
 // Parses and validates a body (UTF-8 JSON object).
 std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, std::string_view body,

@@ -46,11 +46,13 @@ ApiError invalid(std::string message, std::string param) {
   return error;
 }
 
-// The chat parser names chat params: name the Responses ones instead.
-ApiError renamed(ApiError error) {
-  static const std::array<std::pair<std::string_view, std::string_view>, 5> kNames = {{
+}  // namespace
+
+ApiError with_responses_params(ApiError error) {
+  static const std::array<std::pair<std::string_view, std::string_view>, 6> kNames = {{
       {"messages", "input"},
       {"max_completion_tokens", "max_output_tokens"},
+      {"max_tokens", "max_output_tokens"},
       {"response_format.json_schema.", "text.format."},
       {"response_format", "text.format"},
       {"reasoning_effort", "reasoning.effort"},
@@ -65,6 +67,8 @@ ApiError renamed(ApiError error) {
     if (const size_t at = param.find("].function"); at != std::string::npos) param.erase(at + 1, 9);
   return error;
 }
+
+namespace {
 
 // Text of a content list of {type: input_text|output_text|text|reasoning_text|summary_text, text}.
 std::optional<std::string> parts_text(const json& parts, const std::string& where, std::optional<ApiError>& error) {
@@ -268,13 +272,9 @@ json make_echo(const json& body) {
 }  // namespace
 
 std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_view body, const RequestLimits& limits) {
-  // The body's own checks (UTF-8, nesting, JSON) are the chat parser's: run them on it first.
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (parsed.is_discarded() || !parsed.is_object()) {
-    auto checked = parse_openai_request(Endpoint::ChatCompletions, body, limits);
-    if (auto* error = std::get_if<ApiError>(&checked)) return *error;
-    return invalid("the request body must be a JSON object", "");
-  }
+  auto checked = parse_request_body(body, limits);
+  if (auto* failed = std::get_if<ApiError>(&checked)) return *failed;
+  const json& parsed = std::get<json>(checked);
   json chat = json::object();
   json messages = json::array();
   std::optional<ApiError> error;
@@ -308,7 +308,7 @@ std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_vie
   if (messages.empty()) return invalid("input must hold at least one message", "input");
   chat["messages"] = std::move(messages);
   auto request = parse_openai_request(Endpoint::ChatCompletions, chat.dump(), limits);
-  if (auto* failed = std::get_if<ApiError>(&request)) return renamed(*failed);
+  if (auto* failed = std::get_if<ApiError>(&request)) return with_responses_params(*failed);
   return ResponsesRequest{std::move(std::get<OpenAiRequest>(request)), make_echo(parsed)};
 }
 

@@ -31,6 +31,11 @@ struct ResponsesRequest {
 std::variant<ResponsesRequest, ApiError> parse_responses_request(std::string_view body,
                                                                  const RequestLimits& limits = {});
 
+// An error about the chat request a Responses request became, naming the Responses params
+// (messages -> input, max_completion_tokens -> max_output_tokens, tools[i].function.name ->
+// tools[i].name, ...).
+ApiError with_responses_params(ApiError error);
+
 // The events of one response as output items. Streaming: each call returns the SSE events it
 // produced (empty when not streaming); finish() returns the response object either way.
 class ResponsesWriter {

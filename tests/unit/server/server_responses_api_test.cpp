@@ -149,6 +149,15 @@ TEST(ServerResponsesApi, ErrorsNameTheResponsesParams) {
             "input[0].call_id");
   EXPECT_EQ(refused_param(R"({"input": [{"type": "function_call_output", "call_id": "c"}]})"), "input[0].output");
   EXPECT_EQ(refused_param("{"), "");
+  // Errors found later (prompt, context) name the Responses params too.
+  ApiError late;
+  for (const auto& [chat, responses] : {std::pair{"messages", "input"},
+                                        {"max_tokens", "max_output_tokens"},
+                                        {"tools[3].function.parameters", "tools[3].parameters"},
+                                        {"seed", "seed"}}) {
+    late.param = chat;
+    EXPECT_EQ(with_responses_params(late).param, responses);
+  }
 }
 
 Event delta(std::string content, std::string reasoning = "") {
