@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,9 +23,9 @@ namespace kipp::cli {
 namespace {
 
 constexpr const char* kServeFooter = R"(
-Endpoints: POST /v1/completions, POST /v1/chat/completions (models with a chat template),
-GET /v1/models, GET /health, GET /metrics (Prometheus). docs/SERVER.md lists every request
-field, status code and metric.
+Endpoints: POST /v1/completions, POST /v1/chat/completions and POST /v1/responses (models with
+a chat template), GET /v1/models[/ID], POST /tokenize, POST /detokenize, GET /health, GET
+/metrics (Prometheus). docs/SERVER.md lists every request field, status code and metric.
 
 Security: the server binds 127.0.0.1 unless --host says otherwise; any other address needs
 --api-key (clients send "Authorization: Bearer KEY"; every route but /health checks it). The
@@ -152,6 +153,15 @@ void register_serve(CLI::App& app, Action& action) {
                    "Tokens per choice when a chat request sets no max_tokens (0: up to the context)")
       ->capture_default_str();
   command->add_option("--timeout-s", s.timeout_s, "Per-request generation deadline in seconds")->capture_default_str();
+  command
+      ->add_option("--reasoning-field", o.reasoning_field,
+                   "Chat field for the model's thinking: reasoning_content, reasoning or both")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, server::ReasoningField>{{"reasoning_content", server::ReasoningField::ReasoningContent},
+                                                        {"reasoning", server::ReasoningField::Reasoning},
+                                                        {"both", server::ReasoningField::Both}},
+          CLI::ignore_case))
+      ->option_text("FIELD [reasoning_content]");
   command->add_option("--cors-origin", o.cors_origins,
                       "Browser origin allowed besides localhost (repeatable; * = any)");
   add_no_verify_flag(*command, args->no_verify);

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "server/connection_probe.h"
 #include "server/openai_request.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
+#include "tokenizer/utf8.h"
 
 namespace kipp::server {
 namespace {
@@ -141,9 +144,30 @@ bool is_localhost_origin(const std::string& origin) {
 }
 
 std::string endpoint_label(const std::string& path) {
-  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/metrics"})
+  for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/models", "/tokenize",
+                            "/detokenize", "/health", "/metrics"})
     if (path == known) return known;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// Access-Control-Request-Headers echoed when every name in it is a header token (the official
+// clients send x-stainless-*, authorization, content-type, ...); otherwise the two we need.
+std::string allowed_request_headers(const std::string& requested) {
+  std::string list;
+  size_t start = 0;
+  while (start <= requested.size()) {
+    size_t end = requested.find(',', start);
+    if (end == std::string::npos) end = requested.size();
+    std::string name = requested.substr(start, end - start);
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    start = end + 1;
+    if (name.empty()) continue;
+    if (!is_token(name)) return "Authorization, Content-Type";
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  return list.empty() ? "Authorization, Content-Type" : list;
 }
 
 ApiError rejection_error(const Rejection& rejection, Endpoint endpoint) {
@@ -164,12 +188,25 @@ ApiError event_error(const Event& event) {
   return api_error(500, event.error, "server_error");
 }
 
+// How one endpoint writes its answer. Streaming: SSE text for the start, each Delta or Finish
+// event, the end (with the usage) and an error after the stream began; whole: events collected
+// into one JSON body.
+struct StreamFormat {
+  std::string opening;
+  std::function<std::string(const Event&)> event;
+  std::function<std::string(const Usage&)> done;
+  std::function<std::string(const ApiError&)> error;
+};
+struct WholeFormat {
+  std::function<void(const Event&)> add;
+  std::function<std::string(const Usage&)> body;
+};
+
 // One streaming response: pulls events, writes chunks, notices a client that left.
 struct Stream {
   std::shared_ptr<RequestChannel> channel;
-  ChunkWriter writer;
+  StreamFormat format;
   ConnectionProbe probe;
-  bool include_usage = false;
   Metrics* metrics = nullptr;
   Clock::time_point start;
   Clock::time_point last_write = Clock::now();
@@ -183,6 +220,7 @@ struct Stream {
 
   // One call of httplib's chunked provider: waits a little for an event; false ends the response.
   bool pump(httplib::DataSink& sink) {
+    if (!format.opening.empty() && !write(sink, std::exchange(format.opening, ""))) return false;
     std::optional<Event> event = channel->pop(kPollInterval);
     if (Clock::now() - probed >= kPollInterval) {  // events may flow steadily: look by the clock
       probed = Clock::now();
@@ -194,15 +232,18 @@ struct Stream {
     }
     bool written = true;
     switch (event->kind) {
-      case Event::Kind::Delta: written = write(sink, writer.delta(*event)); break;
-      case Event::Kind::Finish: written = write(sink, writer.finish(*event)); break;
+      case Event::Kind::Delta:
+      case Event::Kind::Finish: {
+        const std::string text = format.event(*event);
+        written = text.empty() || write(sink, text);
+        break;
+      }
       case Event::Kind::Done:
-        if (include_usage) written = write(sink, writer.usage(event->usage));
-        written = written && write(sink, ChunkWriter::done());
+        written = write(sink, format.done(event->usage));
         over = true;
         break;
       case Event::Kind::Error:
-        written = write(sink, ChunkWriter::error(event_error(*event))) && write(sink, ChunkWriter::done());
+        written = write(sink, format.error(event_error(*event)));
         over = true;
         break;
     }
@@ -370,7 +411,8 @@ struct HttpServer::Impl {
     if (req.method == "OPTIONS") {  // CORS preflight: no key (browsers send none)
       res.status = 204;
       res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Allow-Headers",
+                     allowed_request_headers(req.get_header_value("Access-Control-Request-Headers")));
       res.set_header("Access-Control-Max-Age", "600");
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -455,49 +497,215 @@ struct HttpServer::Impl {
                }));
     server.Get("/v1/models", limited([this](const httplib::Request&, httplib::Response& res) {
                  json data = json::array();
-                 for (const std::string& name : options.served_names)
-                   data.push_back({{"id", name},
-                                   {"object", "model"},
-                                   {"created", started},
-                                   {"owned_by", "kipp"},
-                                   {"meta", {{"n_ctx", scheduler.context()}, {"n_vocab", prompt_context.vocab_size}}}});
+                 for (const std::string& name : options.served_names) data.push_back(model_json(name));
                  send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}});
                }));
+    // Model ids may hold slashes ("org/name"): everything after /v1/models/ is the id.
+    server.Get(
+        R"(/v1/models/(.+))", limited([this](const httplib::Request& req, httplib::Response& res) {
+          const std::string id = req.matches[1];
+          if (std::find(options.served_names.begin(), options.served_names.end(), id) == options.served_names.end())
+            return send_error(res, api_error(404, "the model '" + id + "' does not exist", "invalid_request_error",
+                                             "model_not_found", "model"));
+          send_json(res, 200, model_json(id));
+        }));
     server.Post("/v1/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
-                  generate(Endpoint::Completions, req, res);
+                  chat_or_completion(Endpoint::Completions, req, res);
                 }));
     server.Post("/v1/chat/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
-                  generate(Endpoint::ChatCompletions, req, res);
+                  chat_or_completion(Endpoint::ChatCompletions, req, res);
                 }));
+    server.Post("/v1/responses",
+                limited([this](const httplib::Request& req, httplib::Response& res) { responses(req, res); }));
+    server.Post("/tokenize",
+                limited([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
+    server.Post("/detokenize",
+                limited([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
   }
 
-  void generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
+  json model_json(const std::string& name) const {
+    return {{"id", name},
+            {"object", "model"},
+            {"created", started},
+            {"owned_by", "kipp"},
+            {"meta", {{"n_ctx", scheduler.context()}, {"n_vocab", prompt_context.vocab_size}}}};
+  }
+
+  // A JSON object body for /tokenize and /detokenize, or the 400 it gets.
+  std::optional<json> object_body(const httplib::Request& req, httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    if (body.is_discarded() || !body.is_object()) {
+      send_error(res, api_error(400, "the request body must be a JSON object", "invalid_request_error"));
+      return std::nullopt;
+    }
+    return body;
+  }
+
+  // llama-server's shape: {"content", "add_special"?, "parse_special"?, "with_pieces"?} ->
+  // {"tokens": [id, ...]}, or [{"id", "piece"}] with pieces (a piece that is not valid UTF-8 on
+  // its own is given as its bytes).
+  void tokenize(const httplib::Request& req, httplib::Response& res) {
+    auto body = object_body(req, res);
+    if (!body) return;
+    const auto bad = [&](const std::string& param, const std::string& what) {
+      send_error(res, api_error(400, param + " must be " + what, "invalid_request_error", "", param));
+    };
+    bool flags[3] = {false, true, false};  // add_special (Qwen3 adds none), parse_special, with_pieces
+    const char* names[3] = {"add_special", "parse_special", "with_pieces"};
+    for (const auto& [key, value] : body->items()) {
+      const auto known = std::find_if(std::begin(names), std::end(names), [&](const char* n) { return key == n; });
+      if (key == "content") {
+        if (!value.is_string()) return bad("content", "a string");
+      } else if (known != std::end(names)) {
+        if (!value.is_boolean()) return bad(key, "a boolean");
+        flags[known - std::begin(names)] = value.get<bool>();
+      } else {
+        return send_error(
+            res, api_error(400, "Unrecognized request argument supplied: " + key, "invalid_request_error", "", key));
+      }
+    }
+    if (!body->contains("content")) return bad("content", "given (a string)");
+    const auto& tokenizer = *prompt_context.tokenizer;
+    auto ids = tokenizer.encode((*body)["content"].get<std::string>(),
+                                flags[1] ? SpecialTokens::Parse : SpecialTokens::PlainText);
+    if (!ids.ok()) return bad("content", "valid text: " + ids.message());
+    json tokens = json::array();
+    for (uint32_t id : *ids) {
+      if (!flags[2]) {
+        tokens.push_back(id);
+        continue;
+      }
+      auto bytes = tokenizer.token_to_bytes(id);
+      std::string piece = bytes.ok() ? *bytes : std::string();
+      const json shown = utf8::first_invalid_byte(piece) ? bytes_array(piece) : json(piece);
+      tokens.push_back({{"id", id}, {"piece", shown}});
+    }
+    send_json(res, 200, {{"tokens", std::move(tokens)}});
+  }
+
+  static json bytes_array(const std::string& bytes) {
+    json out = json::array();
+    for (unsigned char c : bytes) out.push_back(int{c});
+    return out;
+  }
+
+  // {"tokens": [id, ...]} -> {"content": text} (bytes that are not UTF-8 become U+FFFD).
+  void detokenize(const httplib::Request& req, httplib::Response& res) {
+    auto body = object_body(req, res);
+    if (!body) return;
+    for (const auto& [key, value] : body->items())
+      if (key != "tokens")
+        return send_error(
+            res, api_error(400, "Unrecognized request argument supplied: " + key, "invalid_request_error", "", key));
+    const json tokens = body->value("tokens", json());
+    std::vector<uint32_t> ids;
+    const bool listed = tokens.is_array() && std::all_of(tokens.begin(), tokens.end(), [&](const json& v) {
+                          return v.is_number_unsigned() && v.get<uint64_t>() < prompt_context.vocab_size;
+                        });
+    if (!listed)
+      return send_error(
+          res, api_error(400, "tokens must be a list of token ids below " + std::to_string(prompt_context.vocab_size),
+                         "invalid_request_error", "", "tokens"));
+    for (const json& v : tokens) ids.push_back(static_cast<uint32_t>(v.get<uint64_t>()));
+    auto text = prompt_context.tokenizer->decode(ids);
+    if (!text.ok()) return send_error(res, api_error(400, text.message(), "invalid_request_error", "", "tokens"));
+    send_json(res, 200, {{"content", *text}});
+  }
+
+  // A request with a known model, as the scheduler's request; the 404 or 400 otherwise (`params`,
+  // when given, renames the params errors name).
+  std::optional<GenerationRequest> prepare(const OpenAiRequest& request, Clock::time_point start,
+                                           httplib::Response& res, ApiError (*params)(ApiError)) {
+    if (request.model && std::find(options.served_names.begin(), options.served_names.end(), *request.model) ==
+                             options.served_names.end()) {
+      send_error(
+          res, api_error(
+                   404, "the model '" + *request.model + "' does not exist; this server serves '" + served_name() + "'",
+                   "invalid_request_error", "model_not_found", "model"));
+      return std::nullopt;
+    }
+    auto converted = to_generation_request(request, prompt_context);
+    if (auto* error = std::get_if<ApiError>(&converted)) {
+      send_error(res, params ? params(*error) : *error);
+      return std::nullopt;
+    }
+    GenerationRequest generation = std::move(std::get<GenerationRequest>(converted));
+    if (!request.seed_given) generation.sampling.seed = std::random_device{}();
+    generation.arrival = start;
+    return generation;
+  }
+
+  void chat_or_completion(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
     const auto start = Clock::now();
     auto parsed = parse_openai_request(endpoint, req.body, limits);
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     const OpenAiRequest& request = std::get<OpenAiRequest>(parsed);
-    if (request.model && std::find(options.served_names.begin(), options.served_names.end(), *request.model) ==
-                             options.served_names.end())
-      return send_error(
-          res, api_error(
-                   404, "the model '" + *request.model + "' does not exist; this server serves '" + served_name() + "'",
-                   "invalid_request_error", "model_not_found", "model"));
-    auto converted = to_generation_request(request, prompt_context);
-    if (auto* error = std::get_if<ApiError>(&converted)) return send_error(res, *error);
-    GenerationRequest generation = std::move(std::get<GenerationRequest>(converted));
-    if (!request.seed_given) generation.sampling.seed = std::random_device{}();
-    generation.arrival = start;
-    const uint32_t n = generation.n;
+    auto generation = prepare(request, start, res, nullptr);
+    if (!generation) return;
+    ResponseIdentity identity = make_identity(endpoint, served_name(), kFingerprint);
+    identity.reasoning_field = options.reasoning_field;
+    const uint32_t n = generation->n;
+    if (request.stream) {
+      auto writer = std::make_shared<ChunkWriter>(identity, n, request.logprobs);
+      const bool include_usage = request.include_usage;
+      StreamFormat format;
+      format.event = [writer](const Event& event) {
+        return event.kind == Event::Kind::Finish ? writer->finish(event) : writer->delta(event);
+      };
+      format.done = [writer, include_usage](const Usage& usage) {
+        return (include_usage ? writer->usage(usage) : "") + ChunkWriter::done();
+      };
+      format.error = [](const ApiError& error) { return ChunkWriter::error(error) + ChunkWriter::done(); };
+      return run(std::move(*generation), endpoint, req, res, std::move(format), {});
+    }
+    auto builder = std::make_shared<ResponseBuilder>(identity, n, request.logprobs);
+    WholeFormat whole{[builder](const Event& event) { builder->add(event); },
+                      [builder](const Usage& usage) { return dump(builder->finish(usage)); }};
+    run(std::move(*generation), endpoint, req, res, {}, std::move(whole));
+  }
+
+  void responses(const httplib::Request& req, httplib::Response& res) {
+    const auto start = Clock::now();
+    auto parsed = parse_responses_request(req.body, limits);
+    if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+    ResponsesRequest& request = std::get<ResponsesRequest>(parsed);
+    auto generation = prepare(request.chat, start, res, with_responses_params);
+    if (!generation) return;
+    ResponseIdentity identity = make_identity(Endpoint::ChatCompletions, served_name(), kFingerprint);
+    identity.id = "resp_" + random_hex(32);
+    const bool stream = request.chat.stream;
+    auto writer = std::make_shared<ResponsesWriter>(identity, std::move(request.echo), stream);
+    if (stream) {
+      StreamFormat format;
+      format.opening = writer->start();
+      format.event = [writer](const Event& event) { return writer->add(event); };
+      format.done = [writer](const Usage& usage) { return writer->done(usage); };
+      format.error = [writer](const ApiError& error) { return writer->error(error); };
+      return run(std::move(*generation), Endpoint::ChatCompletions, req, res, std::move(format), {},
+                 with_responses_params);
+    }
+    WholeFormat whole{[writer](const Event& event) { writer->add(event); },
+                      [writer](const Usage& usage) {
+                        writer->done(usage);
+                        return writer->response().dump(-1, ' ', false, json::error_handler_t::replace);
+                      }};
+    run(std::move(*generation), Endpoint::ChatCompletions, req, res, {}, std::move(whole), with_responses_params);
+  }
+
+  // Submits the request and answers with its events: streamed when `stream.event` is set.
+  void run(GenerationRequest generation, Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
+           StreamFormat stream_format, WholeFormat whole, ApiError (*params)(ApiError) = nullptr) {
+    const auto start = generation.arrival;
     Submission submission = scheduler.submit(std::move(generation));
     if (submission.rejection) {
       if (submission.rejection->reason == Rejection::Reason::QueueFull) res.set_header("Retry-After", "1");
-      return send_error(res, rejection_error(*submission.rejection, endpoint));
+      const ApiError error = rejection_error(*submission.rejection, endpoint);
+      return send_error(res, params ? params(error) : error);
     }
-    ResponseIdentity identity = make_identity(endpoint, served_name(), kFingerprint);
     ConnectionProbe probe = ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    if (request.stream) {
-      auto stream = std::make_shared<Stream>(Stream{submission.channel, ChunkWriter(identity, n, request.logprobs),
-                                                    probe, request.include_usage, &metrics, start});
+    if (stream_format.event) {
+      auto stream =
+          std::make_shared<Stream>(Stream{submission.channel, std::move(stream_format), probe, &metrics, start});
       res.set_header("Cache-Control", "no-cache");
       res.set_header("X-Accel-Buffering", "no");
       res.set_chunked_content_provider(
@@ -508,7 +716,6 @@ struct HttpServer::Impl {
           });
       return;
     }
-    ResponseBuilder builder(identity, n, request.logprobs);
     auto probed = Clock::now();
     for (;;) {
       std::optional<Event> event = submission.channel->pop(kPollInterval);
@@ -527,13 +734,14 @@ struct HttpServer::Impl {
       }
       if (event->kind == Event::Kind::Done) {
         metrics.observe_request_duration(seconds_since(start));
-        return send_json(res, 200, builder.finish(event->usage));
+        res.status = 200;
+        res.set_content(whole.body(event->usage), "application/json");
+        return;
       }
-      builder.add(*event);
+      whole.add(*event);
     }
   }
 };
-
 HttpServer::HttpServer(const ServerOptions& options, Scheduler& scheduler, Metrics& metrics)
     : impl_(std::make_unique<Impl>(options, scheduler, metrics)) {}
 

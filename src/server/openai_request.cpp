@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -11,21 +12,35 @@
 namespace kipp::server {
 namespace {
 
-using json = nlohmann::json;
+// Ordered: tools go to the chat template in the client's key order.
+using json = nlohmann::ordered_json;
 
-// Fields that change nothing in the output: accepted and ignored.
-constexpr std::array<std::string_view, 6> kIgnoredFields = {
-    "user", "metadata", "store", "service_tier", "parallel_tool_calls", "stream_options"};
+// Fields that change nothing in the output: accepted and ignored. (store: nothing is stored, so
+// there is nothing to retrieve later; stream_options and, with tools, parallel_tool_calls are
+// read below.)
+constexpr std::array<std::string_view, 9> kIgnoredFields = {"user",         "metadata",         "store",
+                                                            "service_tier", "prompt_cache_key", "safety_identifier",
+                                                            "verbosity",    "stream_options",   "parallel_tool_calls"};
 // Fields we know and do not honour: honouring them would change the output, so they are refused
 // (unless given with the value that means "off", see refused_value).
-constexpr std::array<std::string_view, 23> kRefusedFields = {
-    "tools",           "tool_choice",        "functions",      "function_call",
-    "response_format", "logits_processors",  "guided_json",    "guided_regex",
-    "guided_choice",   "guided_grammar",     "grammar",        "json_schema",
-    "min_tokens",      "ignore_eos",         "best_of",        "echo",
-    "suffix",          "reasoning_effort",   "prediction",     "audio",
-    "modalities",      "web_search_options", "prompt_logprobs"};
-constexpr std::array<std::string_view, 13> kCommonFields = {"model",
+constexpr std::array<std::string_view, 17> kRefusedFields = {"functions",
+                                                             "function_call",
+                                                             "logits_processors",
+                                                             "guided_json",
+                                                             "guided_regex",
+                                                             "guided_choice",
+                                                             "guided_grammar",
+                                                             "min_tokens",
+                                                             "ignore_eos",
+                                                             "best_of",
+                                                             "echo",
+                                                             "suffix",
+                                                             "prediction",
+                                                             "audio",
+                                                             "modalities",
+                                                             "web_search_options",
+                                                             "prompt_logprobs"};
+constexpr std::array<std::string_view, 15> kCommonFields = {"model",
                                                             "n",
                                                             "max_tokens",
                                                             "temperature",
@@ -37,11 +52,14 @@ constexpr std::array<std::string_view, 13> kCommonFields = {"model",
                                                             "repetition_penalty",
                                                             "logit_bias",
                                                             "seed",
-                                                            "stop"};
+                                                            "stop",
+                                                            "grammar",
+                                                            "json_schema"};
 constexpr std::array<std::string_view, 2> kStreamFields = {"stream", "logprobs"};
 constexpr std::array<std::string_view, 1> kCompletionFields = {"prompt"};
-constexpr std::array<std::string_view, 4> kChatFields = {"messages", "max_completion_tokens", "top_logprobs",
-                                                         "chat_template_kwargs"};
+constexpr std::array<std::string_view, 8> kChatFields = {
+    "messages", "max_completion_tokens", "top_logprobs",    "chat_template_kwargs",
+    "tools",    "tool_choice",           "response_format", "reasoning_effort"};
 
 template <size_t N>
 bool contains(const std::array<std::string_view, N>& names, std::string_view name) {
@@ -92,8 +110,7 @@ bool refused_value_is_off(std::string_view field, const json& value, uint32_t n)
   if (value.is_null()) return true;
   if (value.is_boolean()) return !value.get<bool>();
   if ((value.is_string() || value.is_array() || value.is_object()) && value.empty()) return true;
-  if (field == "tool_choice" || field == "function_call") return value == "none" || value == "auto";
-  if (field == "response_format") return value.is_object() && value.size() == 1 && value.value("type", "") == "text";
+  if (field == "function_call") return value == "none" || value == "auto";
   if (field == "best_of") return value.is_number_integer() && value.get<int64_t>() == int64_t{n};
   if (field == "min_tokens") return value.is_number_integer() && value.get<int64_t>() == 0;
   if (field == "modalities") return value == json::array({"text"});
@@ -217,6 +234,46 @@ void read_prompt(Reader& r, OpenAiRequest& out) {
   r.fail("prompt must be a string, a list of token ids, or a list holding one of those", "prompt");
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}];
+// arguments a string (JSON text, kept as is) or a JSON value (rendered as the template's tojson).
+void read_tool_calls(Reader& r, const json& calls, const std::string& where, ChatMessage& message) {
+  if (!calls.is_array()) return r.fail(where + " must be a list of tool calls", where);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const json& call = calls[c];
+    const std::string at = where + "[" + std::to_string(c) + "]";
+    if (!call.is_object()) return r.fail(at + " must be an object", at);
+    for (const auto& [key, value] : call.items())
+      if (key != "id" && key != "type" && key != "function" && key != "index")
+        return r.fail(at + "." + key + " is not supported", at + "." + key);
+    auto type = call.find("type");
+    if (type != call.end() && !type->is_null() && *type != "function")
+      return r.fail(at + ".type must be \"function\"", at + ".type");
+    ChatToolCall out;
+    auto id = call.find("id");
+    if (id != call.end() && !id->is_null()) {
+      if (!id->is_string()) return r.fail(at + ".id must be a string", at + ".id");
+      out.id = id->get<std::string>();
+    }
+    auto function = call.find("function");
+    if (function == call.end() || !function->is_object())
+      return r.fail(at + ".function must be an object with name and arguments", at + ".function");
+    auto name = function->find("name");
+    if (name == function->end() || !name->is_string() || name->get<std::string>().empty())
+      return r.fail(at + ".function.name must be a non-empty string", at + ".function.name");
+    out.name = name->get<std::string>();
+    auto arguments = function->find("arguments");
+    if (arguments == function->end() || arguments->is_null()) {
+      out.arguments = "{}";
+    } else if (arguments->is_string()) {
+      out.arguments = arguments->get<std::string>();
+    } else {
+      out.arguments = arguments->dump();
+      out.arguments_is_json = true;
+    }
+    message.tool_calls.push_back(std::move(out));
+  }
+}
+
 void read_messages(Reader& r, const RequestLimits& limits, OpenAiRequest& out) {
   const json* messages = r.get("messages");
   if (!messages) return r.fail("messages is required", "messages");
@@ -231,9 +288,9 @@ void read_messages(Reader& r, const RequestLimits& limits, OpenAiRequest& out) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return r.fail(where + " must be an object", where);
     for (const auto& [key, value] : m.items()) {
-      if (key == "role" || key == "content" || key == "reasoning_content" || key == "name" || key == "tool_call_id")
+      if (key == "role" || key == "content" || key == "reasoning_content" || key == "reasoning" || key == "name" ||
+          key == "tool_call_id" || key == "tool_calls" || key == "refusal")
         continue;
-      if (key == "tool_calls" && (value.is_null() || (value.is_array() && value.empty()))) continue;
       return r.fail(where + "." + key + " is not supported", where + "." + key);
     }
     auto role = m.find("role");
@@ -244,6 +301,11 @@ void read_messages(Reader& r, const RequestLimits& limits, OpenAiRequest& out) {
     if (message.role != "system" && message.role != "user" && message.role != "assistant" && message.role != "tool")
       return r.fail(where + ".role '" + message.role + "' is not one of system, developer, user, assistant, tool",
                     where + ".role");
+    for (const char* key : {"tool_call_id", "name", "refusal"}) {
+      auto field = m.find(key);
+      if (field != m.end() && !field->is_null() && !field->is_string())
+        return r.fail(where + "." + key + " must be a string", where + "." + key);
+    }
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       if (message.role != "assistant") return r.fail(where + ".content is required", where + ".content");
@@ -263,15 +325,193 @@ void read_messages(Reader& r, const RequestLimits& limits, OpenAiRequest& out) {
     } else {
       return r.fail(where + ".content must be a string or a list of text parts", where + ".content");
     }
-    auto reasoning = m.find("reasoning_content");
-    if (reasoning != m.end() && !reasoning->is_null()) {
+    // Reasoning of an earlier turn: reasoning_content (DeepSeek, llama.cpp, vLLM) or reasoning
+    // (OpenRouter, newer vLLM); the first given wins.
+    for (const char* key : {"reasoning_content", "reasoning"}) {
+      auto reasoning = m.find(key);
+      if (reasoning == m.end() || reasoning->is_null()) continue;
       if (!reasoning->is_string() || message.role != "assistant")
-        return r.fail(where + ".reasoning_content must be a string on an assistant message",
-                      where + ".reasoning_content");
-      message.reasoning_content = reasoning->get<std::string>();
+        return r.fail(where + "." + key + " must be a string on an assistant message", where + "." + key);
+      if (!message.reasoning_content) message.reasoning_content = reasoning->get<std::string>();
+    }
+    auto calls = m.find("tool_calls");
+    if (calls != m.end() && !calls->is_null()) {
+      if (message.role != "assistant")
+        return r.fail(where + ".tool_calls is allowed on assistant messages only", where + ".tool_calls");
+      read_tool_calls(r, *calls, where + ".tool_calls", message);
+      if (!r.ok()) return;
     }
     out.messages.push_back(std::move(message));
   }
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}].
+void read_tools(Reader& r, OpenAiRequest& out) {
+  const json* tools = r.get("tools");
+  if (!tools) return;
+  if (!tools->is_array()) return r.fail("tools must be a list of function tools", "tools");
+  for (size_t t = 0; t < tools->size(); ++t) {
+    const json& tool = (*tools)[t];
+    const std::string at = "tools[" + std::to_string(t) + "]";
+    if (!tool.is_object()) return r.fail(at + " must be an object", at);
+    for (const auto& [key, value] : tool.items())
+      if (key != "type" && key != "function") return r.fail(at + "." + key + " is not supported", at + "." + key);
+    if (tool.value("type", json()) != "function")
+      return r.fail(at + ".type must be \"function\" (the only tool type served)", at + ".type");
+    auto function = tool.find("function");
+    if (function == tool.end() || !function->is_object())
+      return r.fail(at + ".function must be an object", at + ".function");
+    ToolDefinition definition;
+    for (const auto& [key, value] : function->items()) {
+      const std::string param = at + ".function." + key;
+      if (key == "name") {
+        if (!value.is_string()) return r.fail(param + " must be a string", param);
+        definition.name = value.get<std::string>();
+        const bool valid = !definition.name.empty() && definition.name.size() <= 64 &&
+                           std::all_of(definition.name.begin(), definition.name.end(), [](char c) {
+                             return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                           });
+        if (!valid) return r.fail(param + " must be 1 to 64 characters of a-z, A-Z, 0-9, _ and -", param);
+      } else if (key == "description") {
+        if (!value.is_string() && !value.is_null()) return r.fail(param + " must be a string", param);
+      } else if (key == "parameters") {
+        if (!value.is_object()) return r.fail(param + " must be a JSON Schema object", param);
+        definition.parameters = value.dump();
+      } else if (key == "strict") {
+        if (!value.is_boolean() && !value.is_null()) return r.fail(param + " must be a boolean", param);
+        definition.strict = value.is_boolean() && value.get<bool>();
+      } else {
+        return r.fail(param + " is not supported", param);
+      }
+    }
+    if (definition.name.empty()) return r.fail(at + ".function.name is required", at + ".function.name");
+    for (const ToolDefinition& earlier : out.tools)
+      if (earlier.name == definition.name)
+        return r.fail(at + ".function.name '" + definition.name + "' is given twice", at + ".function.name");
+    definition.json = tool.dump();
+    out.tools.push_back(std::move(definition));
+  }
+}
+
+// tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}.
+void read_tool_choice(Reader& r, OpenAiRequest& out) {
+  if (auto parallel = r.boolean("parallel_tool_calls")) out.parallel_tool_calls = *parallel;
+  const json* choice = r.get("tool_choice");
+  if (!choice) return;
+  if (choice->is_string()) {
+    const std::string value = choice->get<std::string>();
+    if (value == "none")
+      out.tool_choice = ToolChoice::None;
+    else if (value == "auto")
+      out.tool_choice = ToolChoice::Auto;
+    else if (value == "required")
+      out.tool_choice = ToolChoice::Required;
+    else
+      return r.fail("tool_choice must be \"none\", \"auto\", \"required\" or a named function", "tool_choice");
+  } else if (choice->is_object() && choice->value("type", json()) == "function" && choice->contains("function") &&
+             (*choice)["function"].is_object() && (*choice)["function"].value("name", json()).is_string()) {
+    out.tool_choice = ToolChoice::Named;
+    out.tool_choice_name = (*choice)["function"]["name"].get<std::string>();
+  } else {
+    return r.fail(
+        "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+        "{\"name\": ...}}",
+        "tool_choice");
+  }
+  if (out.tools.empty() && (out.tool_choice == ToolChoice::Required || out.tool_choice == ToolChoice::Named))
+    return r.fail("tool_choice needs tools to choose from", "tool_choice");
+  if (out.tool_choice == ToolChoice::Named &&
+      std::none_of(out.tools.begin(), out.tools.end(),
+                   [&](const ToolDefinition& tool) { return tool.name == out.tool_choice_name; }))
+    return r.fail("tool_choice names '" + out.tool_choice_name + "', which is not among the tools", "tool_choice");
+}
+
+// response_format (chat), and llama.cpp's json_schema and grammar (both endpoints): at most one.
+void read_constraint(Reader& r, bool chat, OpenAiRequest& out) {
+  OutputConstraint& c = out.constraint;
+  const auto claim = [&](const char* param) {
+    if (c.kind != OutputConstraint::Kind::None) {
+      r.fail(std::string(param) + " cannot be combined with " + c.param + ": give one output constraint", param);
+      return false;
+    }
+    c.param = param;
+    return true;
+  };
+  if (const json* format = chat ? r.get("response_format") : nullptr) {
+    if (!format->is_object() || !format->value("type", json()).is_string())
+      return r.fail("response_format must be an object with a type", "response_format");
+    for (const auto& [key, value] : format->items())
+      if (key != "type" && key != "json_schema")
+        return r.fail("response_format." + key + " is not supported", "response_format." + key);
+    const std::string type = (*format)["type"].get<std::string>();
+    if (type == "json_object") {
+      if (!claim("response_format")) return;
+      c.kind = OutputConstraint::Kind::JsonObject;
+    } else if (type == "json_schema") {
+      const json* spec = format->contains("json_schema") ? &(*format)["json_schema"] : nullptr;
+      if (!spec || !spec->is_object())
+        return r.fail("response_format.json_schema must be an object with name and schema",
+                      "response_format.json_schema");
+      for (const auto& [key, value] : spec->items()) {
+        const std::string param = "response_format.json_schema." + key;
+        if (key == "name") {
+          if (!value.is_string()) return r.fail(param + " must be a string", param);
+          c.name = value.get<std::string>();
+        } else if (key == "schema") {
+          if (!value.is_object() && !value.is_boolean()) return r.fail(param + " must be a JSON Schema", param);
+          c.text = value.dump();
+        } else if (key == "strict") {
+          if (!value.is_boolean() && !value.is_null()) return r.fail(param + " must be a boolean", param);
+          c.strict = value.is_boolean() && value.get<bool>();
+        } else if (key != "description") {
+          return r.fail(param + " is not supported", param);
+        }
+      }
+      if (c.name.empty())
+        return r.fail("response_format.json_schema.name is required", "response_format.json_schema.name");
+      if (c.text.empty()) c.text = "{}";  // OpenAI: no schema means any JSON value
+      if (!claim("response_format")) return;
+      c.kind = OutputConstraint::Kind::JsonSchema;
+    } else if (type != "text") {
+      return r.fail("response_format.type must be \"text\", \"json_object\" or \"json_schema\"",
+                    "response_format.type");
+    }
+  }
+  if (const json* schema = r.get("json_schema")) {
+    if (!schema->is_object() && !schema->is_boolean())
+      return r.fail("json_schema must be a JSON Schema", "json_schema");
+    if (!claim("json_schema")) return;
+    c.kind = OutputConstraint::Kind::JsonSchema;
+    c.text = schema->dump();
+  }
+  if (const json* grammar = r.get("grammar")) {
+    if (!grammar->is_string()) return r.fail("grammar must be a string (GBNF)", "grammar");
+    if (grammar->get<std::string>().empty()) return;  // llama.cpp: an empty grammar is none
+    if (!claim("grammar")) return;
+    c.kind = OutputConstraint::Kind::Grammar;
+    c.text = grammar->get<std::string>();
+  }
+  // A forced call fixes the output to the call block: another constraint could not hold too.
+  if (c.kind != OutputConstraint::Kind::None &&
+      (out.tool_choice == ToolChoice::Required || out.tool_choice == ToolChoice::Named))
+    return r.fail(c.param + " cannot be combined with a tool_choice that forces a call", c.param);
+}
+
+// reasoning_effort: none/minimal turn thinking off, low/medium/high leave it on. It must agree
+// with chat_template_kwargs.enable_thinking when both are given.
+void read_reasoning_effort(Reader& r, bool thinking_given, OpenAiRequest& out) {
+  const json* effort = r.get("reasoning_effort");
+  if (!effort) return;
+  const std::string value = effort->is_string() ? effort->get<std::string>() : "";
+  bool thinking = true;
+  if (value == "none" || value == "minimal")
+    thinking = false;
+  else if (value != "low" && value != "medium" && value != "high")
+    return r.fail("reasoning_effort must be one of none, minimal, low, medium, high", "reasoning_effort");
+  if (thinking_given && thinking != out.enable_thinking)
+    return r.fail("reasoning_effort '" + value + "' contradicts chat_template_kwargs.enable_thinking",
+                  "reasoning_effort");
+  out.enable_thinking = thinking;
 }
 
 void read_template_kwargs(Reader& r, OpenAiRequest& out) {
@@ -309,6 +549,10 @@ void read_fields(Reader& r, Endpoint endpoint, const RequestLimits& limits, Open
   if (chat) {
     read_messages(r, limits, out);
     read_template_kwargs(r, out);
+    const json* kwargs = r.get("chat_template_kwargs");
+    read_reasoning_effort(r, kwargs && kwargs->is_object() && kwargs->contains("enable_thinking"), out);
+    read_tools(r, out);
+    read_tool_choice(r, out);
   } else {
     read_prompt(r, out);
   }
@@ -329,6 +573,7 @@ void read_fields(Reader& r, Endpoint endpoint, const RequestLimits& limits, Open
   }
   read_logit_bias(r, out);
   read_stop(r, limits, out);
+  read_constraint(r, chat, out);
   if (auto v = r.boolean("stream")) out.stream = *v;
   if (const json* options = r.get("stream_options")) {
     if (!options->is_object()) return r.fail("stream_options must be an object", "stream_options");
@@ -353,15 +598,22 @@ void read_fields(Reader& r, Endpoint endpoint, const RequestLimits& limits, Open
 
 }  // namespace
 
-std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, std::string_view body,
-                                                           const RequestLimits& limits) {
+std::variant<nlohmann::ordered_json, ApiError> parse_request_body(std::string_view body, const RequestLimits& limits) {
   if (auto bad = utf8::first_invalid_byte(body))
     return invalid("the request body is not valid UTF-8 (byte offset " + std::to_string(*bad) + ")", "");
   if (nesting_depth(body, limits.max_json_depth) > limits.max_json_depth)
     return invalid("the request body nests deeper than " + std::to_string(limits.max_json_depth) + " levels", "");
-  const json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return invalid("the request body is not valid JSON", "");
   if (!parsed.is_object()) return invalid("the request body must be a JSON object", "");
+  return parsed;
+}
+
+std::variant<OpenAiRequest, ApiError> parse_openai_request(Endpoint endpoint, std::string_view body,
+                                                           const RequestLimits& limits) {
+  auto checked = parse_request_body(body, limits);
+  if (auto* error = std::get_if<ApiError>(&checked)) return *error;
+  const json& parsed = std::get<json>(checked);
   OpenAiRequest request;
   request.endpoint = endpoint;
   Reader reader{parsed, std::nullopt};
@@ -381,6 +633,15 @@ std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequ
           "messages", "model_not_chat");
     ChatOptions options;
     options.enable_thinking = request.enable_thinking;
+    if (!request.tools.empty() && *context.chat_format != ChatFormat::Qwen3)
+      return invalid("tools need a model with Qwen3's chat format; this model's is " +
+                         std::string(chat_format_name(*context.chat_format)),
+                     "tools");
+    // tool_choice none: the model is not shown the tools, so it has nothing to call.
+    if (request.tool_choice != ToolChoice::None)
+      for (const ToolDefinition& tool : request.tools) options.tools.push_back(tool.json);
+    out.parse_tool_calls = !options.tools.empty();
+    if (!request.parallel_tool_calls) out.max_tool_calls = 1;
     auto text = render_chat(*context.chat_format, request.messages, options);
     if (!text.ok()) return invalid(text.message(), "messages");
     auto tokens = context.tokenizer->encode(*text, SpecialTokens::Parse);
@@ -409,6 +670,9 @@ std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequ
       return invalid("logit_bias: token id " + std::to_string(id) + " is outside the vocabulary (size " +
                          std::to_string(context.vocab_size) + ")",
                      "logit_bias");
+  // Constrained decoding goes here: request.constraint (response_format, json_schema, grammar)
+  // and a forced request.tool_choice (Required, Named: the call block with the tool's
+  // parameters schema) compile to out.grammar; until then they are parsed and not enforced.
   out.n = request.n;
   out.sampling = request.sampling;
   out.stop = request.stop;

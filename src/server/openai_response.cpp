@@ -8,14 +8,6 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string random_hex(size_t digits) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(digits, '0');
-  for (char& c : out) c = kHex[rng() & 15];
-  return out;
-}
-
 bool is_chat(const ResponseIdentity& identity) { return identity.endpoint == Endpoint::ChatCompletions; }
 
 json string_json(const std::string& bytes) { return json(bytes); }  // dumped with replacement
@@ -67,7 +59,30 @@ json base(const ResponseIdentity& identity, const char* object) {
           {"system_fingerprint", identity.system_fingerprint}};
 }
 
+// Puts the reasoning text where the server's --reasoning-field says.
+void set_reasoning(json& message, const std::string& reasoning, ReasoningField field) {
+  if (field != ReasoningField::Reasoning) message["reasoning_content"] = reasoning;
+  if (field != ReasoningField::ReasoningContent) message["reasoning"] = reasoning;
+}
+
 }  // namespace
+
+std::string random_hex(size_t digits) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(digits, '0');
+  for (char& c : out) c = kHex[rng() & 15];
+  return out;
+}
+
+void add_tool_call_delta(std::vector<ToolCallText>& calls, const Event& event) {
+  const uint32_t index = *event.tool_call_index;
+  if (index >= calls.size()) calls.resize(index + 1);
+  ToolCallText& call = calls[index];
+  if (!event.tool_call_id.empty()) call.id = event.tool_call_id;
+  if (!event.tool_call_name.empty()) call.name = event.tool_call_name;
+  call.arguments += event.tool_call_arguments;
+}
 
 ResponseIdentity make_identity(Endpoint endpoint, const std::string& model, const std::string& fingerprint) {
   ResponseIdentity identity;
@@ -127,6 +142,7 @@ void ResponseBuilder::add(const Event& event) {
   }
   choice.content += event.content;
   choice.reasoning += event.reasoning;
+  if (event.tool_call_index) add_tool_call_delta(choice.tool_calls, event);
   choice.tokens.insert(choice.tokens.end(), event.tokens.begin(), event.tokens.end());
 }
 
@@ -138,8 +154,17 @@ json ResponseBuilder::finish(const Usage& usage) const {
     const ChoiceText& c = choices_[i];
     json choice{{"index", i}};
     if (chat) {
-      json message{{"role", "assistant"}, {"content", c.content}};
-      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      const bool no_content = c.content.empty() && !c.tool_calls.empty();
+      json message{{"role", "assistant"}, {"content", no_content ? json(nullptr) : json(c.content)}};
+      if (!c.reasoning.empty()) set_reasoning(message, c.reasoning, identity_.reasoning_field);
+      if (!c.tool_calls.empty()) {
+        json calls = json::array();
+        for (const ToolCallText& call : c.tool_calls)
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        message["tool_calls"] = std::move(calls);
+      }
       choice["message"] = std::move(message);
       choice["logprobs"] = logprobs_ ? chat_logprobs(c.tokens) : json(nullptr);
     } else {
@@ -180,8 +205,22 @@ std::string ChunkWriter::delta(const Event& event) {
   json choice{{"index", index}};
   if (is_chat(identity_)) {
     json delta = json::object();
-    if (!event.content.empty() || event.reasoning.empty()) delta["content"] = event.content;
-    if (!event.reasoning.empty()) delta["reasoning_content"] = event.reasoning;
+    const bool other = !event.reasoning.empty() || event.tool_call_index.has_value();
+    if (!event.content.empty() || !other) delta["content"] = event.content;
+    if (!event.reasoning.empty()) set_reasoning(delta, event.reasoning, identity_.reasoning_field);
+    if (event.tool_call_index) {
+      // The first delta of a call names it (id, type, name); later ones carry argument fragments.
+      json call{{"index", *event.tool_call_index}};
+      json function = json::object();
+      if (!event.tool_call_id.empty()) {
+        call["id"] = event.tool_call_id;
+        call["type"] = "function";
+        function["name"] = event.tool_call_name;
+      }
+      function["arguments"] = event.tool_call_arguments;
+      call["function"] = std::move(function);
+      delta["tool_calls"] = json::array({std::move(call)});
+    }
     choice["delta"] = chat_delta(index, std::move(delta));
     choice["logprobs"] = logprobs_ ? chat_logprobs(event.tokens) : json(nullptr);
   } else {

@@ -1,6 +1,8 @@
 // The JSON shapes of responses: completions and chat completions, whole or as SSE chunks, errors,
 // usage and llama.cpp-style timings. Exactly the fields OpenAI clients parse, plus `timings`
-// and `reasoning_content`. Token text that is not valid UTF-8 on its own (part of a character)
+// and `reasoning_content` (or `reasoning`, see ReasoningField). Tool calls go to
+// `message.tool_calls` (streamed as `delta.tool_calls`: index, id, type and name first, then
+// argument fragments). Token text that is not valid UTF-8 on its own (part of a character)
 // is written with U+FFFD; chat logprobs carry the exact `bytes`.
 #pragma once
 
@@ -11,6 +13,7 @@
 
 #include "server/generation_request.h"
 #include "server/openai_request.h"
+#include "server/server_options.h"
 
 namespace kipp::server {
 
@@ -20,10 +23,20 @@ struct ResponseIdentity {
   std::string model;  // the served name
   int64_t created = 0;
   std::string system_fingerprint;
+  ReasoningField reasoning_field = ReasoningField::ReasoningContent;  // chat
 };
 
 // A new identity with a random id and the current time.
 ResponseIdentity make_identity(Endpoint endpoint, const std::string& model, const std::string& fingerprint);
+// `digits` random hex digits, for ids.
+std::string random_hex(size_t digits);
+
+// One tool call of a choice, assembled from its tool-call delta events.
+struct ToolCallText {
+  std::string id, name, arguments;
+};
+// Adds a tool-call Delta event (tool_call_index set) to `calls`.
+void add_tool_call_delta(std::vector<ToolCallText>& calls, const Event& event);
 
 nlohmann::json error_json(const ApiError& error);
 nlohmann::json usage_json(const Usage& usage);
@@ -41,6 +54,7 @@ class ResponseBuilder {
  private:
   struct ChoiceText {
     std::string content, reasoning;
+    std::vector<ToolCallText> tool_calls;
     std::vector<TokenReport> tokens;
     std::string finish_reason;
   };

@@ -24,6 +24,10 @@ struct SchedulerOptions {
   bool verify_content_hash = true;
 };
 
+// Where chat responses put the model's thinking: `reasoning_content` (DeepSeek, llama.cpp),
+// `reasoning` (OpenRouter, newer vLLM), or both.
+enum class ReasoningField { ReasoningContent, Reasoning, Both };
+
 struct ServerOptions {
   std::string model_path;
   std::vector<std::string> served_names;  // the first is echoed as `model`
@@ -35,6 +39,7 @@ struct ServerOptions {
   uint32_t max_messages = 1024;
   uint32_t read_timeout_s = 30;
   uint32_t write_timeout_s = 30;
+  ReasoningField reasoning_field = ReasoningField::ReasoningContent;
   SchedulerOptions scheduler;
 };
 

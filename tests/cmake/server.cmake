@@ -35,4 +35,5 @@ kipp_server_test(server_overload 240)                        # (e) full queue 50
 kipp_server_test(server_openai 240 FIXTURES openai_npm)      # (f) the official OpenAI Node client
 kipp_server_test(server_load 240)                            # (g) 32 streaming clients, RSS flat
 kipp_server_test(server_malformed 240)                       # (h) malformed HTTP and JSON
+kipp_server_test(server_agents_api 240 FIXTURES openai_npm)  # tools, reasoning, /tokenize, /v1/responses
 kipp_server_test(server_agents 600 FIXTURES agent_clients_npm)  # structured output, tool loops, real clients

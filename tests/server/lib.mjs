@@ -477,9 +477,14 @@ export function countTokens(text, model = TINY) {
   const out = execFileSync(KIPP, ['tokenize', '-m', model, '--no-verify', '--json', '--file', f], { encoding: 'utf8' });
   return JSON.parse(out).count;
 }
-export function renderChat(messages, { think = true, model = TINY } = {}) {
-  const out = execFileSync(KIPP, ['render', '-m', model, '--no-verify', '--messages', '-', think ? '--think' : '--no-think'], { input: JSON.stringify(messages), encoding: 'utf8' });
-  return out;
+export function renderChat(messages, { think = true, model = TINY, tools = null } = {}) {
+  const args = ['render', '-m', model, '--no-verify', '--messages', '-', think ? '--think' : '--no-think'];
+  if (tools) {
+    const f = path.join(tmpDir, `t${tmpN++}.json`);
+    fs.writeFileSync(f, JSON.stringify(tools));
+    args.push('--tools', f);
+  }
+  return execFileSync(KIPP, args, { input: JSON.stringify(messages), encoding: 'utf8' });
 }
 
 // Deterministic filler text: `n` words from a fixed list, chosen by a seeded generator.

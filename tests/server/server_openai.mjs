@@ -105,10 +105,10 @@ await main('server_openai', async (t) => {
 
   await t.section('errors are APIError subclasses with status and param', async () => {
     const msgs = [{ role: 'user', content: 'Hello' }];
-    await expectApiError(t, 'chat with tools', () => client.chat.completions.create({ model: TINY_NAME, messages: msgs, max_tokens: 2,
-      tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }] }), { cls: 'BadRequestError', status: 400, param: 'tools' });
-    await expectApiError(t, 'chat with response_format json_object', () => client.chat.completions.create({ model: TINY_NAME, messages: msgs, max_tokens: 2, response_format: { type: 'json_object' } }),
-      { cls: 'BadRequestError', status: 400, param: 'response_format' });
+    await expectApiError(t, 'chat with a bad tool name', () => client.chat.completions.create({ model: TINY_NAME, messages: msgs, max_tokens: 2,
+      tools: [{ type: 'function', function: { name: 'not valid', parameters: { type: 'object', properties: {} } } }] }), { cls: 'BadRequestError', status: 400, param: 'tools[0].function.name' });
+    await expectApiError(t, 'chat with legacy functions', () => client.chat.completions.create({ model: TINY_NAME, messages: msgs, max_tokens: 2, functions: [{ name: 'f' }] }),
+      { cls: 'BadRequestError', status: 400, param: 'functions' });
     await expectApiError(t, 'completions n=9', () => client.completions.create({ model: TINY_NAME, prompt: 'Hi', max_tokens: 2, n: 9 }), { cls: 'BadRequestError', status: 400, param: 'n' });
     await expectApiError(t, 'chat top_logprobs=21', () => client.chat.completions.create({ model: TINY_NAME, messages: msgs, max_tokens: 2, logprobs: true, top_logprobs: 21 }),
       { cls: 'BadRequestError', status: 400, param: 'top_logprobs' });

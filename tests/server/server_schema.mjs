@@ -157,17 +157,16 @@ await main('server_schema', async (t) => {
     t.ok(col.reasoning.has(0), 'chat stream with <think> forced: no delta.reasoning_content at all');
   });
 
-  await t.section('fields that would change the output but are not honoured -> 400 naming the field', async () => {
+  await t.section('fields not honoured, or that cannot hold -> 400 naming the field', async () => {
     const tool = { type: 'function', function: { name: 'get_weather', description: 'weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
     const cases = [
-      ['tools', { tools: [tool] }],
-      // "auto"/"none" without tools change nothing; these force a tool call, so they would.
+      // "auto"/"none" without tools change nothing; these force a call with nothing to call.
       ['tool_choice', { tool_choice: 'required' }],
       ['tool_choice', { tool_choice: { type: 'function', function: { name: 'get_weather' } } }],
-      ['response_format', { response_format: { type: 'json_object' } }],
-      ['response_format', { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }],
+      ['response_format.type', { response_format: { type: 'yaml' } }],
       ['functions', { functions: [tool.function] }],
       ['function_call', { function_call: { name: 'get_weather' } }],
+      ['logits_processors', { logits_processors: ['x'] }],
     ];
     for (const [param, extra] of cases) {
       checkError(t, await CH({ messages: msgs, max_tokens: 2, ...extra }), 400, `chat with ${fmt(extra)}`, { param });

@@ -123,9 +123,9 @@ TEST(ServerRequest, RangesNameTheirParam) {
 
 TEST(ServerRequest, FieldsThatWouldChangeTheOutputAreRefused) {
   for (const char* field :
-       {R"(, "tools": [{"type": "function", "function": {"name": "f"}}])", R"(, "tool_choice": "required")",
-        R"(, "response_format": {"type": "json_object"})", R"(, "functions": [{"name": "f"}])",
-        R"(, "logits_processors": ["x"])", R"(, "reasoning_effort": "low")", R"(, "min_tokens": 3)"}) {
+       {R"(, "functions": [{"name": "f"}])", R"(, "function_call": {"name": "f"})", R"(, "logits_processors": ["x"])",
+        R"(, "min_tokens": 3)", R"(, "guided_json": {"type": "object"})",
+        R"(, "prediction": {"type": "content", "content": "x"})"}) {
     const std::string param = refused_param(field, Endpoint::ChatCompletions);
     EXPECT_NE(std::string(field).find(param), std::string::npos) << field << " named " << param;
   }
@@ -173,7 +173,7 @@ TEST(ServerRequest, Messages) {
   EXPECT_EQ(param(R"([{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}])"),
             "messages[0].content[0]");
   EXPECT_EQ(param(R"([{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": [{}]}])"),
-            "messages[1].tool_calls");
+            "messages[1].tool_calls[0].function");
   RequestLimits limits;
   limits.max_messages = 2;
   auto many = parse_openai_request(Endpoint::ChatCompletions,
@@ -182,6 +182,173 @@ TEST(ServerRequest, Messages) {
                                    limits);
   ASSERT_TRUE(std::holds_alternative<ApiError>(many));
   EXPECT_EQ(std::get<ApiError>(many).param, "messages");
+}
+
+TEST(ServerRequest, FieldsThatChangeNothingAreAccepted) {
+  const std::string ignored =
+      R"(, "user": "u", "metadata": {"k": "v"}, "store": true, "service_tier": "auto", "prompt_cache_key": "k",
+         "safety_identifier": "s", "verbosity": "low", "parallel_tool_calls": false)";
+  chat(ignored);
+  const OpenAiRequest r = completion(ignored);
+  EXPECT_EQ(r.prompt_text, "hi");
+  EXPECT_EQ(refused_param(R"(, "frobnicate": true)", Endpoint::ChatCompletions), "frobnicate");
+}
+
+TEST(ServerRequest, ToolsKeepTheClientsKeyOrder) {
+  const OpenAiRequest r = chat(R"(, "tools": [
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"zip": {"type": "string"}, "city": {"type": "string"}}}, "description": "Weather", "strict": true}},
+      {"function": {"name": "a-b_9"}, "type": "function"}])");
+  ASSERT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools[0].json,
+            R"({"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":)"
+            R"({"zip":{"type":"string"},"city":{"type":"string"}}},"description":"Weather","strict":true}})");
+  EXPECT_EQ(r.tools[0].parameters,
+            R"({"type":"object","properties":{"zip":{"type":"string"},"city":{"type":"string"}}})");
+  EXPECT_TRUE(r.tools[0].strict);
+  EXPECT_EQ(r.tools[1].json, R"({"function":{"name":"a-b_9"},"type":"function"})");
+  EXPECT_EQ(r.tools[1].parameters, "");
+  EXPECT_FALSE(r.tools[1].strict);
+  EXPECT_EQ(r.tool_choice, ToolChoice::Auto);
+  EXPECT_TRUE(r.parallel_tool_calls);
+}
+
+TEST(ServerRequest, BadToolsNameTheirParam) {
+  const auto param = [](const std::string& tools) {
+    return refused_param(R"(, "tools": )" + tools, Endpoint::ChatCompletions);
+  };
+  EXPECT_EQ(param(R"({"type": "function"})"), "tools");
+  EXPECT_EQ(param(R"([3])"), "tools[0]");
+  EXPECT_EQ(param(R"([{"type": "web_search"}])"), "tools[0].type");
+  EXPECT_EQ(param(R"([{"type": "function"}])"), "tools[0].function");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {}}])"), "tools[0].function.name");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {"name": "has space"}}])"), "tools[0].function.name");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {"name": ")" + std::string(65, 'a') + R"("}}])"),
+            "tools[0].function.name");
+  chat(R"(, "tools": [{"type": "function", "function": {"name": ")" + std::string(64, 'a') + R"("}}])");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {"name": "f", "parameters": "x"}}])"),
+            "tools[0].function.parameters");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {"name": "f", "strict": 1}}])"), "tools[0].function.strict");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {"name": "f", "other": 1}}])"), "tools[0].function.other");
+  EXPECT_EQ(param(R"([{"type": "function", "function": {"name": "f"}, "x": 1}])"), "tools[0].x");
+  EXPECT_EQ(
+      param(R"([{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])"),
+      "tools[1].function.name");
+  EXPECT_EQ(refused_param(R"(, "tools": [{"type": "function", "function": {"name": "f"}}])"), "tools");  // chat only
+}
+
+TEST(ServerRequest, ToolChoice) {
+  const std::string tools = R"(, "tools": [{"type": "function", "function": {"name": "f"}},
+                                            {"type": "function", "function": {"name": "g"}}])";
+  EXPECT_EQ(chat(tools + R"(, "tool_choice": "none")").tool_choice, ToolChoice::None);
+  EXPECT_EQ(chat(tools + R"(, "tool_choice": "auto")").tool_choice, ToolChoice::Auto);
+  EXPECT_EQ(chat(tools + R"(, "tool_choice": "required")").tool_choice, ToolChoice::Required);
+  const OpenAiRequest named = chat(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "g"}},
+                                              "parallel_tool_calls": false)");
+  EXPECT_EQ(named.tool_choice, ToolChoice::Named);
+  EXPECT_EQ(named.tool_choice_name, "g");
+  EXPECT_FALSE(named.parallel_tool_calls);
+  const auto param = [](const std::string& fields) { return refused_param(fields, Endpoint::ChatCompletions); };
+  EXPECT_EQ(param(tools + R"(, "tool_choice": {"type": "function", "function": {"name": "h"}})"), "tool_choice");
+  EXPECT_EQ(param(tools + R"(, "tool_choice": "any")"), "tool_choice");
+  EXPECT_EQ(param(tools + R"(, "tool_choice": {"type": "function"})"), "tool_choice");
+  EXPECT_EQ(param(R"(, "tool_choice": "required")"), "tool_choice");  // nothing to choose from
+  EXPECT_EQ(param(tools + R"(, "parallel_tool_calls": "no")"), "parallel_tool_calls");
+  chat(R"(, "tool_choice": "auto")");  // without tools: changes nothing
+}
+
+TEST(ServerRequest, OutputConstraints) {
+  EXPECT_EQ(chat(R"(, "response_format": {"type": "text"})").constraint.kind, OutputConstraint::Kind::None);
+  const OpenAiRequest object = chat(R"(, "response_format": {"type": "json_object"})");
+  EXPECT_EQ(object.constraint.kind, OutputConstraint::Kind::JsonObject);
+  EXPECT_EQ(object.constraint.param, "response_format");
+  const OpenAiRequest schema = chat(R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "n",
+      "description": "d", "strict": true, "schema": {"type": "object", "required": ["b", "a"]}}})");
+  EXPECT_EQ(schema.constraint.kind, OutputConstraint::Kind::JsonSchema);
+  EXPECT_EQ(schema.constraint.text, R"({"type":"object","required":["b","a"]})");
+  EXPECT_EQ(schema.constraint.name, "n");
+  EXPECT_TRUE(schema.constraint.strict);
+  for (Endpoint endpoint : {Endpoint::Completions, Endpoint::ChatCompletions}) {
+    const std::string start = endpoint == Endpoint::Completions ? R"({"prompt": "hi")"
+                                                                : R"({"messages": [{"role": "user", "content": "hi"}])";
+    const OpenAiRequest top = parsed(endpoint, start + R"(, "json_schema": {"type": "integer"}})");
+    EXPECT_EQ(top.constraint.kind, OutputConstraint::Kind::JsonSchema);
+    EXPECT_EQ(top.constraint.param, "json_schema");
+    EXPECT_EQ(top.constraint.text, R"({"type":"integer"})");
+    const OpenAiRequest gbnf = parsed(endpoint, start + R"(, "grammar": "root ::= \"yes\""})");
+    EXPECT_EQ(gbnf.constraint.kind, OutputConstraint::Kind::Grammar);
+    EXPECT_EQ(gbnf.constraint.text, R"(root ::= "yes")");
+    EXPECT_EQ(refused_param(R"(, "json_schema": {}, "grammar": "root ::= \"a\"")", endpoint), "grammar");
+    EXPECT_EQ(refused_param(R"(, "grammar": 5)", endpoint), "grammar");
+    EXPECT_EQ(refused_param(R"(, "json_schema": "x")", endpoint), "json_schema");
+  }
+  const auto param = [](const std::string& fields) { return refused_param(fields, Endpoint::ChatCompletions); };
+  EXPECT_EQ(param(R"(, "response_format": {"type": "json_object"}, "json_schema": {})"), "json_schema");
+  EXPECT_EQ(param(R"(, "response_format": {"type": "xml"})"), "response_format.type");
+  EXPECT_EQ(param(R"(, "response_format": "json")"), "response_format");
+  EXPECT_EQ(param(R"(, "response_format": {"type": "json_schema"})"), "response_format.json_schema");
+  EXPECT_EQ(param(R"(, "response_format": {"type": "json_schema", "json_schema": {"schema": {}}})"),
+            "response_format.json_schema.name");
+  EXPECT_EQ(param(R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": 3}})"),
+            "response_format.json_schema.schema");
+  EXPECT_EQ(param(R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "n", "x": 3}})"),
+            "response_format.json_schema.x");
+  EXPECT_EQ(param(R"(, "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+                     "response_format": {"type": "json_object"})"),
+            "response_format");
+  EXPECT_EQ(refused_param(R"(, "response_format": {"type": "json_object"})"), "response_format");  // chat only
+}
+
+TEST(ServerRequest, ReasoningEffortTurnsThinkingOnOrOff) {
+  for (const char* off : {"none", "minimal"})
+    EXPECT_FALSE(chat(std::string(R"(, "reasoning_effort": ")") + off + "\"").enable_thinking) << off;
+  for (const char* on : {"low", "medium", "high"})
+    EXPECT_TRUE(chat(std::string(R"(, "reasoning_effort": ")") + on + "\"").enable_thinking) << on;
+  EXPECT_FALSE(
+      chat(R"(, "reasoning_effort": "none", "chat_template_kwargs": {"enable_thinking": false})").enable_thinking);
+  const auto param = [](const std::string& fields) { return refused_param(fields, Endpoint::ChatCompletions); };
+  EXPECT_EQ(param(R"(, "reasoning_effort": "max")"), "reasoning_effort");
+  EXPECT_EQ(param(R"(, "reasoning_effort": 1)"), "reasoning_effort");
+  EXPECT_EQ(param(R"(, "reasoning_effort": "high", "chat_template_kwargs": {"enable_thinking": false})"),
+            "reasoning_effort");
+}
+
+TEST(ServerRequest, AssistantToolCallsAndToolResults) {
+  const OpenAiRequest r = parsed(Endpoint::ChatCompletions, R"({"messages": [
+      {"role": "user", "content": "weather?"},
+      {"role": "assistant", "content": null, "reasoning": "think",
+       "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "w", "arguments": "{\"c\": 1}"}},
+                      {"id": "call_2", "type": "function", "function": {"name": "v", "arguments": {"z": 1, "a": [2]}}}]},
+      {"role": "tool", "tool_call_id": "call_1", "name": "w", "content": "sunny"},
+      {"role": "assistant", "content": "ok", "reasoning_content": "first", "reasoning": "second"}]})");
+  ASSERT_EQ(r.messages.size(), 4u);
+  const ChatMessage& call = r.messages[1];
+  EXPECT_EQ(call.content, "");
+  EXPECT_EQ(call.reasoning_content, "think");
+  ASSERT_EQ(call.tool_calls.size(), 2u);
+  EXPECT_EQ(call.tool_calls[0].id, "call_1");
+  EXPECT_EQ(call.tool_calls[0].name, "w");
+  EXPECT_EQ(call.tool_calls[0].arguments, R"({"c": 1})");  // a string: as is
+  EXPECT_FALSE(call.tool_calls[0].arguments_is_json);
+  EXPECT_EQ(call.tool_calls[1].arguments, R"({"z":1,"a":[2]})");  // a value: key order kept
+  EXPECT_TRUE(call.tool_calls[1].arguments_is_json);
+  EXPECT_EQ(r.messages[2].role, "tool");
+  EXPECT_EQ(r.messages[2].content, "sunny");
+  EXPECT_EQ(r.messages[3].reasoning_content, "first");
+  const auto param = [](const std::string& messages) {
+    return refused(Endpoint::ChatCompletions, R"({"messages": )" + messages + "}").param;
+  };
+  EXPECT_EQ(param(R"([{"role": "user", "content": "x", "tool_calls": []}])"), "messages[0].tool_calls");
+  EXPECT_EQ(param(R"([{"role": "assistant", "tool_calls": {}}])"), "messages[0].tool_calls");
+  EXPECT_EQ(param(R"([{"role": "assistant", "tool_calls": [{"type": "custom", "function": {"name": "f"}}]}])"),
+            "messages[0].tool_calls[0].type");
+  EXPECT_EQ(param(R"([{"role": "assistant", "tool_calls": [{"function": {"arguments": "{}"}}]}])"),
+            "messages[0].tool_calls[0].function.name");
+  EXPECT_EQ(param(R"([{"role": "assistant", "tool_calls": [{"id": 5, "function": {"name": "f"}}]}])"),
+            "messages[0].tool_calls[0].id");
+  EXPECT_EQ(param(R"([{"role": "tool", "tool_call_id": 3, "content": "x"}])"), "messages[0].tool_call_id");
+  EXPECT_EQ(param(R"([{"role": "user", "content": "x", "reasoning": "y"}])"), "messages[0].reasoning");
 }
 
 TEST(ServerRequest, MalformedBodies) {
@@ -234,6 +401,37 @@ TEST_F(ServerPromptTest, ChatOnABaseModelIsAClear400) {
   EXPECT_EQ(error.status, 400);
   EXPECT_EQ(error.param, "messages");
   EXPECT_NE(error.message.find("/v1/completions"), std::string::npos);
+}
+
+TEST_F(ServerPromptTest, ToolsGoToTheTemplateAndTurnOnCallParsing) {
+  const std::string tools = R"(, "tools": [{"type": "function", "function": {"name": "lookup"}}])";
+  context_.chat_format = ChatFormat::ChatML;
+  auto chatml = to_generation_request(chat(tools), context_);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(chatml));
+  EXPECT_EQ(std::get<ApiError>(chatml).param, "tools");
+  context_.chat_format = ChatFormat::Qwen3;
+  const auto request = [&](const std::string& fields) {
+    auto result = to_generation_request(chat(fields), context_);
+    if (auto* error = std::get_if<ApiError>(&result)) ADD_FAILURE() << fields << ": " << error->message;
+    return std::holds_alternative<GenerationRequest>(result) ? std::get<GenerationRequest>(result)
+                                                             : GenerationRequest{};
+  };
+  const GenerationRequest plain = request("");
+  EXPECT_FALSE(plain.parse_tool_calls);
+  const GenerationRequest with_tools = request(tools);
+  EXPECT_TRUE(with_tools.parse_tool_calls);
+  EXPECT_EQ(with_tools.max_tool_calls, UINT32_MAX);
+  EXPECT_GT(with_tools.prompt.size(), plain.prompt.size());  // the tools are in the system turn
+  const std::string text = *tokenizer_->decode(with_tools.prompt);
+  EXPECT_NE(text.find(R"("name": "lookup")"), std::string::npos) << text;
+  EXPECT_EQ(request(tools + R"(, "parallel_tool_calls": false)").max_tool_calls, 1u);
+  const GenerationRequest none = request(tools + R"(, "tool_choice": "none")");
+  EXPECT_FALSE(none.parse_tool_calls);
+  EXPECT_EQ(none.prompt, plain.prompt);  // tool_choice none: the tools are not shown
+  // reasoning_effort none renders the empty think block, as enable_thinking false does.
+  EXPECT_EQ(request(R"(, "reasoning_effort": "none")").prompt,
+            request(R"(, "chat_template_kwargs": {"enable_thinking": false})").prompt);
+  EXPECT_NE(request(R"(, "reasoning_effort": "none")").prompt, plain.prompt);
 }
 
 TEST_F(ServerPromptTest, ChatRendersWithTheModelsFormat) {

@@ -128,6 +128,86 @@ TEST(ServerResponse, ChatChunksCarryTheRoleOnceAndTheirIndex) {
   EXPECT_EQ(ChunkWriter::done(), "data: [DONE]\n\n");
 }
 
+Event call_delta(uint32_t choice, uint32_t index, std::string id, std::string name, std::string arguments) {
+  Event event;
+  event.choice = choice;
+  event.tool_call_index = index;
+  event.tool_call_id = std::move(id);
+  event.tool_call_name = std::move(name);
+  event.tool_call_arguments = std::move(arguments);
+  return event;
+}
+
+TEST(ServerResponse, ToolCallsInAWholeChatResponse) {
+  ResponseBuilder builder(make_identity(Endpoint::ChatCompletions, "tiny", "fp"), 2, false);
+  builder.add(call_delta(0, 0, "call_1", "get_weather", "{\"city\""));
+  builder.add(call_delta(0, 0, "", "", ": \"Paris\"}"));
+  builder.add(call_delta(0, 1, "call_2", "now", ""));
+  builder.add(call_delta(0, 1, "", "", "{}"));
+  builder.add(finish(0, "tool_calls"));
+  builder.add(delta(1, "Let me see."));
+  builder.add(call_delta(1, 0, "call_3", "now", "{}"));
+  builder.add(finish(1, "tool_calls"));
+  const json out = builder.finish(usage());
+  const json& first = out["choices"][0];
+  EXPECT_EQ(first["finish_reason"], "tool_calls");
+  EXPECT_TRUE(first["message"]["content"].is_null());  // no text, only calls
+  EXPECT_EQ(first["message"]["tool_calls"],
+            json::parse(R"([{"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                              "arguments": "{\"city\": \"Paris\"}"}},
+                            {"id": "call_2", "type": "function", "function": {"name": "now", "arguments": "{}"}}])"));
+  EXPECT_EQ(out["choices"][1]["message"]["content"], "Let me see.");
+  EXPECT_EQ(out["choices"][1]["message"]["tool_calls"].size(), 1u);
+  // Without calls there is no tool_calls key and content stays a string.
+  ResponseBuilder plain(make_identity(Endpoint::ChatCompletions, "tiny", "fp"), 1, false);
+  plain.add(finish(0, "stop"));
+  const json message = plain.finish(usage())["choices"][0]["message"];
+  EXPECT_FALSE(message.contains("tool_calls"));
+  EXPECT_EQ(message["content"], "");
+}
+
+TEST(ServerResponse, ToolCallChunksNameTheCallFirstThenItsArguments) {
+  ChunkWriter writer(make_identity(Endpoint::ChatCompletions, "tiny", "fp"), 1, false);
+  const json first = parse_chunk(writer.delta(call_delta(0, 0, "call_1", "f", "{\"a\"")));
+  const json& d1 = first["choices"][0]["delta"];
+  EXPECT_EQ(d1["role"], "assistant");
+  EXPECT_FALSE(d1.contains("content"));
+  EXPECT_EQ(d1["tool_calls"], json::parse(R"([{"index": 0, "id": "call_1", "type": "function",
+                                                 "function": {"name": "f", "arguments": "{\"a\""}}])"));
+  const json next = parse_chunk(writer.delta(call_delta(0, 0, "", "", ": 1}")));
+  EXPECT_EQ(next["choices"][0]["delta"],
+            json::parse(R"({"tool_calls": [{"index": 0, "function": {"arguments": ": 1}"}}]})"));
+  const json second = parse_chunk(writer.delta(call_delta(0, 1, "call_2", "g", "")));
+  EXPECT_EQ(second["choices"][0]["delta"]["tool_calls"][0]["index"], 1);
+  EXPECT_EQ(second["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "g");
+  const json end = parse_chunk(writer.finish(finish(0, "tool_calls")));
+  EXPECT_EQ(end["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(ServerResponse, ReasoningFieldChoosesTheName) {
+  for (ReasoningField field : {ReasoningField::ReasoningContent, ReasoningField::Reasoning, ReasoningField::Both}) {
+    ResponseIdentity identity = make_identity(Endpoint::ChatCompletions, "tiny", "fp");
+    identity.reasoning_field = field;
+    ResponseBuilder builder(identity, 1, false);
+    builder.add(delta(0, "a", "why"));
+    const json message = builder.finish(usage())["choices"][0]["message"];
+    ChunkWriter writer(identity, 1, false);
+    const json chunk = parse_chunk(writer.delta(delta(0, "", "why")))["choices"][0]["delta"];
+    const bool content_field = field != ReasoningField::Reasoning;
+    const bool reasoning_field = field != ReasoningField::ReasoningContent;
+    for (const json& shown : {message, chunk}) {
+      EXPECT_EQ(shown.contains("reasoning_content"), content_field) << shown;
+      EXPECT_EQ(shown.contains("reasoning"), reasoning_field) << shown;
+      if (content_field) {
+        EXPECT_EQ(shown["reasoning_content"], "why");
+      }
+      if (reasoning_field) {
+        EXPECT_EQ(shown["reasoning"], "why");
+      }
+    }
+  }
+}
+
 TEST(ServerResponse, CompletionChunksAndErrors) {
   ChunkWriter writer(make_identity(Endpoint::Completions, "tiny", "fp"), 1, true);
   const json first = parse_chunk(writer.delta(delta(0, "ab", "", {{"a", -1, {}}, {"b", -2, {}}})));
