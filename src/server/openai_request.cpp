@@ -12,6 +12,9 @@
 namespace kipp::server {
 namespace {
 
+// Calls a forced tool_choice may make in one answer when parallel calls are allowed.
+constexpr uint32_t kMaxForcedToolCalls = 8;
+
 // Ordered: tools go to the chat template in the client's key order.
 using json = nlohmann::ordered_json;
 
@@ -596,6 +599,27 @@ void read_fields(Reader& r, Endpoint endpoint, const RequestLimits& limits, Open
   }
 }
 
+// The grammar a request's output must follow, if any: its response_format, json_schema or
+// grammar, or the call blocks of a forced tool_choice (the chosen tool's parameters schema).
+std::variant<grammar::GrammarPtr, ApiError> request_grammar(const OpenAiRequest& request) {
+  const OutputConstraint& constraint = request.constraint;
+  if (constraint.kind == OutputConstraint::Kind::JsonObject) return grammar::any_json_object();
+  if (constraint.kind != OutputConstraint::Kind::None) {
+    auto compiled = constraint.kind == OutputConstraint::Kind::Grammar ? grammar::compile_gbnf(constraint.text)
+                                                                       : grammar::compile_json_schema(constraint.text);
+    if (!compiled.ok()) return invalid(constraint.param + ": " + compiled.message(), constraint.param);
+    return std::move(*compiled);
+  }
+  if (request.tool_choice != ToolChoice::Required && request.tool_choice != ToolChoice::Named) return nullptr;
+  std::vector<grammar::ToolSpec> tools;
+  for (const ToolDefinition& tool : request.tools)
+    if (request.tool_choice == ToolChoice::Required || tool.name == request.tool_choice_name)
+      tools.push_back({tool.name, tool.parameters});
+  auto compiled = grammar::compile_tool_calls(tools, request.parallel_tool_calls ? kMaxForcedToolCalls : 1);
+  if (!compiled.ok()) return invalid(compiled.message(), "tools");
+  return std::move(*compiled);
+}
+
 }  // namespace
 
 std::variant<nlohmann::ordered_json, ApiError> parse_request_body(std::string_view body, const RequestLimits& limits) {
@@ -626,13 +650,18 @@ std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequ
                                                                 const PromptContext& context) {
   GenerationRequest out;
   const bool chat = request.endpoint == Endpoint::ChatCompletions;
+  auto constraint = request_grammar(request);
+  if (auto* error = std::get_if<ApiError>(&constraint)) return *error;
+  out.grammar = std::get<grammar::GrammarPtr>(std::move(constraint));
   if (chat) {
     if (!context.chat_format)
       return invalid(
           "this model has no chat template (" + context.chat_format_error + "); use /v1/completions with a prompt",
           "messages", "model_not_chat");
     ChatOptions options;
-    options.enable_thinking = request.enable_thinking;
+    // A constrained answer starts at once: the think block is rendered empty, as with thinking
+    // off, so the grammar covers the whole output and a bounded grammar ends in bounded tokens.
+    options.enable_thinking = request.enable_thinking && !out.grammar;
     if (!request.tools.empty() && *context.chat_format != ChatFormat::Qwen3)
       return invalid("tools need a model with Qwen3's chat format; this model's is " +
                          std::string(chat_format_name(*context.chat_format)),
@@ -642,6 +671,9 @@ std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequ
       for (const ToolDefinition& tool : request.tools) options.tools.push_back(tool.json);
     out.parse_tool_calls = !options.tools.empty();
     if (!request.parallel_tool_calls) out.max_tool_calls = 1;
+    for (const ToolDefinition& tool : request.tools)
+      if (request.tool_choice != ToolChoice::Named || tool.name == request.tool_choice_name)
+        out.tool_names.push_back(tool.name);
     auto text = render_chat(*context.chat_format, request.messages, options);
     if (!text.ok()) return invalid(text.message(), "messages");
     auto tokens = context.tokenizer->encode(*text, SpecialTokens::Parse);
@@ -670,9 +702,6 @@ std::variant<GenerationRequest, ApiError> to_generation_request(const OpenAiRequ
       return invalid("logit_bias: token id " + std::to_string(id) + " is outside the vocabulary (size " +
                          std::to_string(context.vocab_size) + ")",
                      "logit_bias");
-  // Constrained decoding goes here: request.constraint (response_format, json_schema, grammar)
-  // and a forced request.tool_choice (Required, Named: the call block with the tool's
-  // parameters schema) compile to out.grammar; until then they are parsed and not enforced.
   out.n = request.n;
   out.sampling = request.sampling;
   out.stop = request.stop;
