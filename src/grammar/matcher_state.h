@@ -1,0 +1,38 @@
+// Matcher::State, internal: what one sequence's matcher holds, and the reference mask (every
+// token stepped through the parse stacks on its own) that the trie walk is held equal to.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "grammar/grammar.h"
+#include "grammar/parse_stacks.h"
+#include "grammar/vocabulary_impl.h"
+
+namespace kipp::grammar {
+
+struct Matcher::State {
+  State(GrammarPtr grammar, std::shared_ptr<const TokenVocabulary> vocabulary);
+
+  GrammarPtr grammar;
+  std::shared_ptr<const TokenVocabulary> vocabulary;
+  ParseStacks stacks;
+  std::vector<uint32_t> ready;                  // the ready stacks, sorted
+  std::vector<std::vector<uint32_t>> scratch;   // per trie depth, for the walk
+
+  bool accepting() const;
+  Status advance_bytes(std::string_view bytes);
+  void fill_mask(std::span<uint32_t> mask, uint32_t token_budget);
+  // The same mask, token by token, without the trie or the plain-string bitsets.
+  void fill_mask_reference(std::span<uint32_t> mask, uint32_t token_budget);
+
+ private:
+  void fill(std::span<uint32_t> mask, uint32_t token_budget, bool reference);
+  void walk(const TokenTrie& trie, uint32_t node, const std::vector<uint32_t>& from, uint32_t depth,
+            std::span<uint32_t> mask, uint32_t token_budget);
+  void plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget) const;
+  void each_token(std::span<uint32_t> mask, uint32_t token_budget);
+};
+
+}  // namespace kipp::grammar
