@@ -32,6 +32,8 @@ class Constraint {
   Status accept(uint32_t token);
   // The grammar is complete and nothing may follow: the sequence ends here.
   bool done() const { return matcher_.done(); }
+  // What came so far is complete (more may follow): a sequence ending here is whole.
+  bool accepting() const { return matcher_.accepting(); }
 
  private:
   grammar::Matcher matcher_;

@@ -245,7 +245,8 @@ class Generation {
       return false;
     }
     if (stats_.generated_tokens >= options_.max_tokens) {
-      finish(FinishReason::Length);
+      // A constrained output complete at the limit (the token budget closed it) is whole.
+      finish(constraint_ && constraint_->accepting() ? FinishReason::GrammarComplete : FinishReason::Length);
       return false;
     }
     return true;

@@ -552,7 +552,9 @@ void Scheduler::accept(Active& active, Choice& choice, SampledToken token) {
              (choice.tool_calls && choice.tool_calls->should_stop())) {  // the last call allowed is made
     finish_choice(active, choice, "stop", true);
   } else if (choice.generated >= active.queued.max_tokens) {
-    finish_choice(active, choice, "length", true);
+    // A constrained answer complete at the limit (the token budget closed it) is not cut off.
+    const bool complete = choice.constraint && choice.constraint->accepting();
+    finish_choice(active, choice, complete ? "stop" : "length", true);
   } else {
     choice.pending = token.id;
   }
