@@ -2,13 +2,15 @@
 # Builds the libFuzzer targets with the `fuzz` CMake preset (clang, ASan + UBSan) and runs each
 # for a bounded time. Usage: scripts/fuzz.sh [SECONDS] [TARGET]
 #   SECONDS  per target (default 60)
-#   TARGET   gguf | tokenizer | parquet | records | tool_call | all (default all: each target runs SECONDS)
+#   TARGET   gguf | tokenizer | parquet | records | tool_call | json_schema | gbnf | all (default all: each target runs SECONDS)
 # The tokenizer target also fuzzes the real Qwen3 tokenizer when tools/fetch_qwen_tokenizer.sh
 # can provide it (or KIPP_TOKENIZER_DIR is set); otherwise only the small hand-made one.
 # parquet fuzzes the Parquet reader and the Parquet dataset source (seeds: fuzz/parquet_seeds.mjs
 # and three tools/parquet_fixtures files); records the JSONL / JSON / CSV / text / Alpaca /
 # ShareGPT / OpenAI record readers (the first input byte picks the format; see records_fuzz.cpp);
-# tool_call the server's tool-call parser (any cut of the text parses as the whole does).
+# tool_call the server's tool-call parser (any cut of the text parses as the whole does);
+# json_schema and gbnf compile the input as a JSON Schema or a GBNF grammar and walk a matcher
+# through what compiles.
 # Exits non-zero when a fuzzer finds a crash, leak, timeout or sanitizer report; the input
 # that triggered it is left as build/fuzz/artifacts/TARGET/crash-* (rerun: build/fuzz/fuzz/TARGET_fuzz FILE).
 # New interesting inputs accumulate in build/fuzz/corpus/TARGET; fuzz/corpus/TARGET holds the seeds.
@@ -17,7 +19,7 @@ set -euo pipefail
 seconds="${1:-60}"
 which="${2:-all}"
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
-  echo "usage: $0 [SECONDS] [gguf|tokenizer|parquet|records|tool_call|all]  (SECONDS a positive whole number, default 60)" >&2
+  echo "usage: $0 [SECONDS] [gguf|tokenizer|parquet|records|tool_call|json_schema|gbnf|all]  (SECONDS a positive whole number, default 60)" >&2
   exit 2
 fi
 case "$which" in
@@ -26,8 +28,10 @@ case "$which" in
   parquet) targets=(parquet) ;;
   records) targets=(records) ;;
   tool_call) targets=(tool_call) ;;
-  all) targets=(gguf tokenizer parquet records tool_call) ;;
-  *) echo "usage: $0 [SECONDS] [gguf|tokenizer|parquet|records|tool_call|all]  (unknown target '$which')" >&2; exit 2 ;;
+  json_schema) targets=(json_schema) ;;
+  gbnf) targets=(gbnf) ;;
+  all) targets=(gguf tokenizer parquet records tool_call json_schema gbnf) ;;
+  *) echo "usage: $0 [SECONDS] [gguf|tokenizer|parquet|records|tool_call|json_schema|gbnf|all]  (unknown target '$which')" >&2; exit 2 ;;
 esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -47,6 +51,8 @@ for target in "${targets[@]}"; do
     parquet) extra=(-max_len=16384 -dict=fuzz/parquet.dict) ;;  # the seeds are up to ~11 KB
     records) extra=(-max_len=4096 -dict=fuzz/records.dict) ;;
     tool_call) extra=(-max_len=4096 -dict=fuzz/tool_call.dict) ;;
+    json_schema) extra=(-max_len=2048 -dict=fuzz/json_schema.dict) ;;
+    gbnf) extra=(-max_len=2048 -dict=fuzz/gbnf.dict) ;;
     tokenizer)
       extra=(-max_len=4096 -dict=fuzz/tokenizer.dict)
       if [ -z "${KIPP_TOKENIZER_DIR:-}" ]; then

@@ -103,7 +103,8 @@ class GbnfParser {
     skip(true);
     KIPP_RETURN_IF_ERROR(alternatives(id, 0));
     skip(false);
-    if (!at_end() && peek() != '\n' && peek() != '\r') return error("unexpected character '" + std::string(1, peek()) + "'");
+    if (!at_end() && peek() != '\n' && peek() != '\r')
+      return error("unexpected character '" + std::string(1, peek()) + "'");
     return ok_status();
   }
 
@@ -237,7 +238,11 @@ class GbnfParser {
         case 'n': return uint32_t{'\n'};
         case 'r': return uint32_t{'\r'};
         case 't': return uint32_t{'\t'};
-        case '\\': case '"': case '[': case ']': case '-': return static_cast<uint32_t>(e);
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-': return static_cast<uint32_t>(e);
         case 'x': digits = 2; break;
         case 'u': digits = 4; break;
         case 'U': digits = 8; break;
@@ -247,9 +252,11 @@ class GbnfParser {
       for (size_t i = 0; i < digits; ++i) {
         if (at_end() || !std::isxdigit(static_cast<unsigned char>(peek()))) return error("expected a hex digit");
         const char h = text_[pos_++];
-        v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : std::tolower(h) - 'a' + 10);
+        v = v * 16 +
+            static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : std::tolower(h) - 'a' + 10);
       }
-      if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return error_at(start, "the escape is not a Unicode scalar value");
+      if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return error_at(start, "the escape is not a Unicode scalar value");
       return v;
     }
     const uint8_t lead = static_cast<uint8_t>(peek());

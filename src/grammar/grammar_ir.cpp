@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace kipp::grammar {
 
@@ -135,7 +136,22 @@ Expected<GrammarPtr> GrammarBuilder::finish(uint32_t root) {
   grammar->rules.resize(n);
   std::map<ByteSet, uint32_t> set_ids;
   for (size_t r = 0; r < n; ++r) {
+    // Alternatives that are one byte each become one alternative of their union: fewer stacks.
+    std::vector<Sequence> merged;
+    std::optional<ByteSet> single;
     for (const Sequence& sequence : alternatives_[r]) {
+      if (sequence.size() == 1 && sequence[0].kind == ElementKind::Bytes) {
+        if (!single) single = ByteSet{};
+        for (int w = 0; w < 4; ++w) (*single)[w] |= sets_[sequence[0].arg][w];
+      } else {
+        merged.push_back(sequence);
+      }
+    }
+    if (single) {
+      sets_.push_back(*single);
+      merged.push_back({Item{ElementKind::Bytes, static_cast<uint32_t>(sets_.size() - 1)}});
+    }
+    for (const Sequence& sequence : merged) {
       grammar->rules[r].push_back(static_cast<uint32_t>(grammar->elements.size()));
       for (const Item& item : sequence) {
         Element element{item.kind, item.arg, item.min, item.max};

@@ -17,7 +17,7 @@
 
 namespace kipp::grammar {
 
-inline constexpr uint32_t kUnbounded = UINT32_MAX;  // a repetition or string without an upper bound
+inline constexpr uint32_t kUnbounded = UINT32_MAX;     // a repetition or string without an upper bound
 inline constexpr uint32_t kNoCompletion = UINT32_MAX;  // min bytes of something that cannot complete
 
 enum class ElementKind : uint8_t {
@@ -44,12 +44,12 @@ uint32_t saturating_mul(uint32_t a, uint32_t b);
 
 class Grammar {
  public:
-  std::vector<Element> elements;              // alternatives back to back, each closed by End
-  std::vector<std::vector<uint32_t>> rules;   // rule -> the element index each alternative starts at
-  std::vector<std::string> rule_names;        // for error messages
+  std::vector<Element> elements;             // alternatives back to back, each closed by End
+  std::vector<std::vector<uint32_t>> rules;  // rule -> the element index each alternative starts at
+  std::vector<std::string> rule_names;       // for error messages
   std::vector<ByteSet> byte_sets;
-  std::vector<uint32_t> rule_min;             // shortest match of each rule in bytes
-  std::vector<uint32_t> tail_min;             // shortest match from each element to its End
+  std::vector<uint32_t> rule_min;  // shortest match of each rule in bytes
+  std::vector<uint32_t> tail_min;  // shortest match from each element to its End
   uint32_t root = 0;
 };
 

@@ -133,7 +133,9 @@ class Fractions {
                         int room) {
     const uint32_t rule = b_.new_rule("fraction");
     if (empty_ok(low, low_exclusive, high, high_exclusive)) b_.add_alternative(rule, {});
-    if (room > 0) b_.add_alternative(rule, {b_.byte('.'), GrammarBuilder::ref(digits(low, low_exclusive, high, high_exclusive, room, false))});
+    if (room > 0)
+      b_.add_alternative(
+          rule, {b_.byte('.'), GrammarBuilder::ref(digits(low, low_exclusive, high, high_exclusive, room, false))});
     return rule;
   }
 
@@ -166,7 +168,8 @@ class Fractions {
       b_.add_alternative(rule, {b_.bytes(set), GrammarBuilder::repeat(digit_, 0, static_cast<uint32_t>(room - 1))});
     };
     auto fixed = [&](char c, const std::string* l, bool le, const std::string* h, bool he) {
-      b_.add_alternative(rule, {b_.byte(static_cast<uint8_t>(c)), GrammarBuilder::ref(digits(l, le, h, he, room - 1, true))});
+      b_.add_alternative(rule,
+                         {b_.byte(static_cast<uint8_t>(c)), GrammarBuilder::ref(digits(l, le, h, he, room - 1, true))});
     };
     if (low && high && lo == hi) {
       fixed(lo, &low_rest, low_exclusive, &high_rest, high_exclusive);
@@ -191,8 +194,9 @@ struct Magnitude {
 };
 
 // Non-negative decimals from low to high (low <= high), at most `digits` significant digits.
-void nonnegative_decimals(GrammarBuilder& b, Fractions& fractions, uint32_t rule, const GrammarBuilder::Sequence& prefix,
-                          const Magnitude& low, const Magnitude& high, int digits) {
+void nonnegative_decimals(GrammarBuilder& b, Fractions& fractions, uint32_t rule,
+                          const GrammarBuilder::Sequence& prefix, const Magnitude& low, const Magnitude& high,
+                          int digits) {
   auto room = [&](int n) { return digits - n; };
   auto whole_digits = [](uint64_t v) { return static_cast<int>(std::to_string(v).size()); };
   auto with_fraction = [&](uint64_t whole, uint32_t fraction) {
@@ -206,7 +210,8 @@ void nonnegative_decimals(GrammarBuilder& b, Fractions& fractions, uint32_t rule
                                                     room(whole_digits(low.whole))));
     return;
   }
-  with_fraction(low.whole, fractions.optional_dot(&low.frac, low.exclusive, nullptr, false, room(whole_digits(low.whole))));
+  with_fraction(low.whole,
+                fractions.optional_dot(&low.frac, low.exclusive, nullptr, false, room(whole_digits(low.whole))));
   if (low.whole + 1 <= high.whole - 1)
     whole_range(b, rule, prefix, low.whole + 1, high.whole - 1,
                 [&](int n) { return GrammarBuilder::Sequence{GrammarBuilder::ref(fractions.any(room(n)))}; });
@@ -284,7 +289,8 @@ Expected<uint32_t> integer_rule(GrammarBuilder& b, const std::optional<NumberBou
     b.append_literal(minus, "-");
     whole_range(b, rule, minus, from, to, none);
   }
-  if (hi >= 0) whole_range(b, rule, {}, static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi), none);
+  if (hi >= 0)
+    whole_range(b, rule, {}, static_cast<uint64_t>(std::max<int64_t>(lo, 0)), static_cast<uint64_t>(hi), none);
   return rule;
 }
 
@@ -296,7 +302,8 @@ Expected<uint32_t> number_rule(GrammarBuilder& b, const std::optional<NumberBoun
   largest_decimal.int_digits = std::to_string(largest);
   if (low && high) {
     const int c = compare(low->value, high->value);
-    if (c > 0 || (c == 0 && (low->exclusive || high->exclusive))) return make_error("minimum and maximum leave no number");
+    if (c > 0 || (c == 0 && (low->exclusive || high->exclusive)))
+      return make_error("minimum and maximum leave no number");
   }
   if (low && !low->value.negative && compare_magnitude(low->value, largest_decimal) >= 0)
     return make_error("minimum is above the largest number allowed (" + std::to_string(digits) + " digits)");

@@ -46,7 +46,7 @@ using B = GrammarBuilder;
 
 constexpr int kMaxDepth = 64;
 
-const std::set<std::string> kAnnotations = {"title",   "description", "$schema",    "$id",       "examples",
+const std::set<std::string> kAnnotations = {"title",   "description", "$schema",    "$id",      "examples",
                                             "default", "$comment",    "deprecated", "readOnly", "writeOnly"};
 const std::set<std::string> kContainers = {"$defs", "definitions"};
 const std::set<std::string> kObjectKeys = {"properties", "required", "additionalProperties"};
@@ -176,7 +176,8 @@ class SchemaCompiler {
       if (!schema.contains(key) || !schema[key].is_array()) continue;
       uint8_t types = 0;
       for (size_t i = 0; i < schema[key].size(); ++i) {
-        KIPP_ASSIGN_OR_RETURN(const uint8_t t, possible_types(schema[key][i], path + "/" + key + "/" + std::to_string(i), depth + 1));
+        KIPP_ASSIGN_OR_RETURN(const uint8_t t,
+                              possible_types(schema[key][i], path + "/" + key + "/" + std::to_string(i), depth + 1));
         types |= t;
       }
       return types;
@@ -242,7 +243,8 @@ class SchemaCompiler {
   }
 
   Expected<uint32_t> combine(const std::string& keyword, const json& list, const std::string& path, int depth) {
-    if (!list.is_array() || list.empty()) return make_error("'" + keyword + "' at " + at(path) + " must be a non-empty array");
+    if (!list.is_array() || list.empty())
+      return make_error("'" + keyword + "' at " + at(path) + " must be a non-empty array");
     if (keyword == "allOf") {
       if (list.size() != 1) return make_error("'allOf' at " + at(path) + " with more than one schema is not supported");
       return compile(list[0], path + "/0", depth + 1);
@@ -275,9 +277,11 @@ class SchemaCompiler {
         bool disjoint = a && c;
         if (disjoint)
           for (const json& x : *a)
-            for (const json& y : *c) disjoint = disjoint && nlohmann::json::parse(x.dump()) != nlohmann::json::parse(y.dump());
+            for (const json& y : *c)
+              disjoint = disjoint && nlohmann::json::parse(x.dump()) != nlohmann::json::parse(y.dump());
         if (!disjoint)
-          return make_error("'oneOf' at " + at(path) + ": alternatives " + std::to_string(i) + " and " + std::to_string(j) +
+          return make_error("'oneOf' at " + at(path) + ": alternatives " + std::to_string(i) + " and " +
+                            std::to_string(j) +
                             " may both match (only alternatives disjoint by type or value are supported; use anyOf)");
       }
     }
@@ -355,9 +359,11 @@ class SchemaCompiler {
     if (schema.contains("pattern") || schema.contains("format")) {
       const char* key = schema.contains("pattern") ? "pattern" : "format";
       if (lengths || (schema.contains("pattern") && schema.contains("format")))
-        return make_error("'" + std::string(key) + "' at " + at(path) +
-                          " together with other string keywords (minLength, maxLength, pattern, format) is not supported");
-      if (!schema[key].is_string()) return make_error("'" + std::string(key) + "' at " + at(path) + " must be a string");
+        return make_error(
+            "'" + std::string(key) + "' at " + at(path) +
+            " together with other string keywords (minLength, maxLength, pattern, format) is not supported");
+      if (!schema[key].is_string())
+        return make_error("'" + std::string(key) + "' at " + at(path) + " must be a string");
       auto rule = std::string(key) == "pattern" ? pattern_rule(b_, schema[key].get<std::string>())
                                                 : format_rule(b_, schema[key].get<std::string>());
       if (!rule.ok()) return make_error("'" + std::string(key) + "' at " + at(path) + ": " + rule.message());
@@ -366,8 +372,8 @@ class SchemaCompiler {
     return rules_.string(min, max);
   }
 
-  Expected<std::optional<NumberBound>> bound(const json& schema, const char* key, const char* exclusive_key,
-                                             bool lower, const std::string& path) {
+  Expected<std::optional<NumberBound>> bound(const json& schema, const char* key, const char* exclusive_key, bool lower,
+                                             const std::string& path) {
     std::optional<NumberBound> result;
     auto decimal = [&](const json& v, const char* name) -> Expected<Decimal> {
       if (v.is_number_integer()) return decimal_from_integer(v.get<int64_t>());
@@ -424,7 +430,8 @@ class SchemaCompiler {
       const json& list = schema[prefix_key];
       if (!list.is_array()) return make_error("'prefixItems' at " + at(path) + " must be an array");
       for (size_t i = 0; i < list.size(); ++i) {
-        KIPP_ASSIGN_OR_RETURN(const uint32_t item, compile(list[i], path + "/" + prefix_key + "/" + std::to_string(i), depth + 1));
+        KIPP_ASSIGN_OR_RETURN(const uint32_t item,
+                              compile(list[i], path + "/" + prefix_key + "/" + std::to_string(i), depth + 1));
         prefix.push_back(item);
       }
     }
@@ -435,7 +442,8 @@ class SchemaCompiler {
       rest = &schema[rest_key];
       rest_path = path + "/" + rest_key;
     }
-    if (rest && rest->is_boolean() && !rest->get<bool>()) max = std::min<uint32_t>(max, static_cast<uint32_t>(prefix.size()));
+    if (rest && rest->is_boolean() && !rest->get<bool>())
+      max = std::min<uint32_t>(max, static_cast<uint32_t>(prefix.size()));
     if (min > max) return make_error("'minItems' at " + at(path) + " needs more items than the schema allows");
     uint32_t item = 0;
     if (max > prefix.size()) {
@@ -463,7 +471,8 @@ class SchemaCompiler {
         if (i) seq.push_back(b_.byte(','));
         seq.push_back(B::ref(prefix[i]));
       }
-      const uint32_t extra_min = std::max<uint32_t>(min, static_cast<uint32_t>(prefix.size()) + 1) - static_cast<uint32_t>(prefix.size());
+      const uint32_t extra_min =
+          std::max<uint32_t>(min, static_cast<uint32_t>(prefix.size()) + 1) - static_cast<uint32_t>(prefix.size());
       const uint32_t extra_max = max == kUnbounded ? kUnbounded : max - static_cast<uint32_t>(prefix.size());
       const uint32_t comma_item = b_.sequence_rule("item", {b_.byte(','), B::ref(item)});
       if (prefix.empty()) {
@@ -495,10 +504,11 @@ class SchemaCompiler {
     const bool has_properties = schema.contains("properties") && !schema["properties"].empty();
     if (!closed) {
       if (has_properties || !required_names.empty())
-        return make_error("'additionalProperties' other than false together with properties or required at " + at(path) +
-                          " is not supported");
+        return make_error("'additionalProperties' other than false together with properties or required at " +
+                          at(path) + " is not supported");
       KIPP_ASSIGN_OR_RETURN(const uint32_t value, compile(*additional, path + "/additionalProperties", depth + 1));
-      const uint32_t member = b_.sequence_rule("member", {B::ref(rules_.string(0, kUnbounded)), b_.byte(':'), B::ref(value)});
+      const uint32_t member =
+          b_.sequence_rule("member", {B::ref(rules_.string(0, kUnbounded)), b_.byte(':'), B::ref(value)});
       const uint32_t more = b_.sequence_rule("members", {b_.byte(','), B::ref(member)});
       const uint32_t rule = b_.new_rule(path);
       b_.add_alternative(rule, {b_.byte('{'), b_.byte('}')});
@@ -520,7 +530,8 @@ class SchemaCompiler {
     for (const std::string& name : required_names) {
       if (declared.count(name)) continue;
       if (additional)
-        return make_error("required property '" + name + "' at " + at(path) + " is forbidden by additionalProperties false");
+        return make_error("required property '" + name + "' at " + at(path) +
+                          " is forbidden by additionalProperties false");
       members.push_back({name, rules_.any_value()});
       required.push_back(true);
     }

@@ -42,7 +42,8 @@ uint32_t JsonRules::any_object() {
 uint32_t JsonRules::string(uint32_t min_chars, uint32_t max_chars) {
   auto [it, added] = strings_.try_emplace({min_chars, max_chars}, 0);
   if (!added) return it->second;
-  return it->second = b_.sequence_rule("string", {b_.byte('"'), GrammarBuilder::string_chars(min_chars, max_chars), b_.byte('"')});
+  return it->second = b_.sequence_rule(
+             "string", {b_.byte('"'), GrammarBuilder::string_chars(min_chars, max_chars), b_.byte('"')});
 }
 
 uint32_t JsonRules::literal(std::string_view compact_json) { return b_.literal_rule("literal", compact_json); }

@@ -12,6 +12,7 @@ namespace kipp::grammar {
 namespace {
 
 constexpr size_t kCompactNodes = size_t{1} << 16;
+constexpr size_t kCachedMasks = 64;
 
 void set_bit(std::span<uint32_t> mask, uint32_t id) { mask[id / 32] |= 1u << (id % 32); }
 
@@ -54,7 +55,10 @@ Status Matcher::State::advance_bytes(std::string_view bytes) {
     current.swap(next);
   }
   ready = std::move(current);
-  if (stacks.node_count() > kCompactNodes) stacks.compact(ready);
+  if (stacks.node_count() > kCompactNodes) {
+    stacks.compact(ready);
+    mask_cache.clear();  // keyed by node ids, which compaction renumbers
+  }
   return ok_status();
 }
 
@@ -68,13 +72,21 @@ void Matcher::State::walk(const TokenTrie& trie, uint32_t node, const std::vecto
     std::vector<uint32_t>& next = scratch[depth];
     stacks.advance(from, child.byte, next);
     if (next.empty()) continue;
-    if (child.token_count != 0 && budget_allows(stacks.min_bytes(next), token_budget))
-      for (uint32_t t = child.first_token; t < child.first_token + child.token_count; ++t) set_bit(mask, trie.tokens[t]);
+    if (child.token_count != 0) {
+      const uint32_t after = stacks.min_bytes(next);
+      if (budget_allows(after, token_budget)) {
+        max_after_ = std::max(max_after_, after);
+        for (uint32_t t = child.first_token; t < child.first_token + child.token_count; ++t)
+          set_bit(mask, trie.tokens[t]);
+      } else if (after != kNoCompletion) {
+        budget_bound_ = true;
+      }
+    }
     if (child.child_count != 0) walk(trie, c, next, depth + 1, mask, token_budget);
   }
 }
 
-void Matcher::State::plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget) const {
+void Matcher::State::plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget) {
   const TokenVocabulary::Impl& v = vocabulary->impl();
   const ParseStacks::Node& n = stacks.node(id);
   const Element& e = grammar->elements[n.pos];
@@ -86,10 +98,11 @@ void Matcher::State::plain_string_tokens(uint32_t id, std::span<uint32_t> mask, 
     if (token_budget != UINT32_MAX) {
       // After k more characters the shortest completion is need + max(0, min - count - k) + rest.
       const int64_t spare = int64_t{token_budget} - 1 - rest - need;
-      if (spare < 0) continue;
-      lo = static_cast<uint32_t>(std::max<int64_t>(1, int64_t{e.min} - n.count - spare));
+      lo = spare < 0 ? hi + 1 : static_cast<uint32_t>(std::max<int64_t>(1, int64_t{e.min} - n.count - spare));
+      if (lo > 1) budget_bound_ = true;
     }
     if (lo > hi) continue;
+    max_after_ = std::max(max_after_, saturating_add(need + (e.min > n.count + lo ? e.min - n.count - lo : 0), rest));
     const uint32_t* upto = v.plain_upto(need, hi);
     const uint32_t* below = v.plain_upto(need, lo - 1);
     for (uint32_t w = 0; w < v.words; ++w) mask[w] |= upto[w] & ~below[w];
@@ -143,7 +156,21 @@ Matcher::Matcher(Matcher&&) noexcept = default;
 Matcher& Matcher::operator=(Matcher&&) noexcept = default;
 
 void Matcher::State::fill_mask(std::span<uint32_t> mask, uint32_t token_budget) {
+  // A state met before (unbounded repetitions and strings come back to the same stacks) reuses
+  // its mask when the budget did not cut it then and cannot cut it now.
+  if (const auto it = mask_cache.find(ready); it != mask_cache.end()) {
+    if (token_budget == UINT32_MAX || (token_budget >= 1 && token_budget - 1 >= it->second.max_after)) {
+      std::copy(it->second.mask.begin(), it->second.mask.end(), mask.begin());
+      return;
+    }
+  }
+  budget_bound_ = false;
+  max_after_ = 0;
   fill(mask, token_budget, false);
+  if (!budget_bound_) {
+    if (mask_cache.size() >= kCachedMasks) mask_cache.clear();
+    mask_cache[ready] = CachedMask{std::vector<uint32_t>(mask.begin(), mask.end()), max_after_};
+  }
   // A budget smaller than the shortest completion cannot be kept; the grammar still holds.
   if (token_budget != UINT32_MAX && std::all_of(mask.begin(), mask.end(), [](uint32_t w) { return w == 0; }))
     fill(mask, UINT32_MAX, false);

@@ -2,6 +2,7 @@
 // token stepped through the parse stacks on its own) that the trie walk is held equal to.
 #pragma once
 
+#include <map>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -18,8 +19,13 @@ struct Matcher::State {
   GrammarPtr grammar;
   std::shared_ptr<const TokenVocabulary> vocabulary;
   ParseStacks stacks;
-  std::vector<uint32_t> ready;                  // the ready stacks, sorted
-  std::vector<std::vector<uint32_t>> scratch;   // per trie depth, for the walk
+  std::vector<uint32_t> ready;                 // the ready stacks, sorted
+  std::vector<std::vector<uint32_t>> scratch;  // per trie depth, for the walk
+  struct CachedMask {
+    std::vector<uint32_t> mask;
+    uint32_t max_after;  // the longest shortest completion after an allowed token
+  };
+  std::map<std::vector<uint32_t>, CachedMask> mask_cache;  // by ready stacks
 
   bool accepting() const;
   Status advance_bytes(std::string_view bytes);
@@ -31,8 +37,11 @@ struct Matcher::State {
   void fill(std::span<uint32_t> mask, uint32_t token_budget, bool reference);
   void walk(const TokenTrie& trie, uint32_t node, const std::vector<uint32_t>& from, uint32_t depth,
             std::span<uint32_t> mask, uint32_t token_budget);
-  void plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget) const;
+  void plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget);
   void each_token(std::span<uint32_t> mask, uint32_t token_budget);
+
+  bool budget_bound_ = false;  // the budget left out a token in the mask being filled
+  uint32_t max_after_ = 0;
 };
 
 }  // namespace kipp::grammar

@@ -131,7 +131,8 @@ uint32_t ParseStacks::intern(uint32_t pos, uint32_t count, uint8_t sub, uint32_t
     if (n.pos == pos && n.count == count && n.sub == sub && n.parent == parent) return id;
   }
   const uint32_t id = static_cast<uint32_t>(nodes_.size());
-  nodes_.push_back(Node{pos, count, parent, sub, saturating_add(contribution(pos, count, sub), nodes_[parent].min_bytes)});
+  nodes_.push_back(
+      Node{pos, count, parent, sub, saturating_add(contribution(pos, count, sub), nodes_[parent].min_bytes)});
   slots_[s] = id;
   slot_of_node_.push_back(static_cast<uint32_t>(s));
   if (nodes_.size() * 2 > slots_.size()) rehash(slots_.size() * 2);
@@ -162,7 +163,8 @@ void ParseStacks::settle(uint32_t parent, uint32_t pos, uint32_t count, uint8_t 
       // Past the minimum, an unbounded repetition's count no longer matters: equal stacks stay equal.
       if (e.max == kUnbounded && count > e.min) count = e.min;
       if (count < e.max) {
-        const uint32_t continuation = intern(pos, count + 1 > e.min && e.max == kUnbounded ? e.min : count + 1, 0, parent);
+        const uint32_t continuation =
+            intern(pos, count + 1 > e.min && e.max == kUnbounded ? e.min : count + 1, 0, parent);
         for (const uint32_t alt : grammar_->rules[e.arg]) settle(continuation, alt, 0, 0, out);
       }
       if (count >= e.min) settle(parent, pos + 1, 0, 0, out);
@@ -234,7 +236,8 @@ void ParseStacks::compact(std::vector<uint32_t>& live) {
   rehash(1024);
   for (size_t i = 0; i < live.size(); ++i) {
     uint32_t parent = kEmptyStack;
-    for (auto it = chains[i].rbegin(); it != chains[i].rend(); ++it) parent = intern(it->pos, it->count, it->sub, parent);
+    for (auto it = chains[i].rbegin(); it != chains[i].rend(); ++it)
+      parent = intern(it->pos, it->count, it->sub, parent);
     live[i] = parent;
   }
   sort_unique(live);

@@ -16,11 +16,19 @@ namespace kipp::grammar {
 // Inside a JSON string: where the current character stands.
 enum StringState : uint8_t {
   kAtCharStart = 0,
-  kCont1, kCont2, kCont3,  // that many UTF-8 continuation bytes (80-BF) to come
-  kAfterE0, kAfterED,      // 3-byte lead E0 / ED: the next byte is restricted (no overlongs, no surrogates)
-  kAfterF0, kAfterF4,      // 4-byte lead F0 / F4: the next byte is restricted
-  kEscape,                 // after a backslash
-  kHex4, kHex3AfterD, kHex3, kHex2, kHex1,  // \u and its hex digits (no surrogate code units)
+  kCont1,
+  kCont2,
+  kCont3,  // that many UTF-8 continuation bytes (80-BF) to come
+  kAfterE0,
+  kAfterED,  // 3-byte lead E0 / ED: the next byte is restricted (no overlongs, no surrogates)
+  kAfterF0,
+  kAfterF4,  // 4-byte lead F0 / F4: the next byte is restricted
+  kEscape,   // after a backslash
+  kHex4,
+  kHex3AfterD,
+  kHex3,
+  kHex2,
+  kHex1,  // \u and its hex digits (no surrogate code units)
   kStringStates
 };
 
@@ -73,9 +81,9 @@ class ParseStacks {
 
   const Grammar* grammar_;
   std::vector<Node> nodes_;
-  std::vector<uint32_t> slots_;  // open addressing, 0 = free (node 0 is the empty stack)
+  std::vector<uint32_t> slots_;         // open addressing, 0 = free (node 0 is the empty stack)
   std::vector<uint32_t> slot_of_node_;  // the slot each node (after the empty stack) was put in
-  uint64_t generation_ = 0;      // bumped by every rehash
+  uint64_t generation_ = 0;             // bumped by every rehash
 };
 
 void sort_unique(std::vector<uint32_t>& ids);

@@ -37,7 +37,7 @@ CodePoints complement(const CodePoints& set) {
 
 const CodePoints kDigits = {{'0', '9'}};
 const CodePoints kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-const CodePoints kSpace = {{0x09, 0x0D}, {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+const CodePoints kSpace = {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
                            {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
 const CodePoints kNotLineEnd = complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}});
 
@@ -169,7 +169,8 @@ class RegexCompiler {
       return inner;
     }
     if (c == ')' || c == '|') return error("an empty group");
-    if (c == '*' || c == '+' || c == '?' || c == '{' || c == '}') return error("a quantifier without anything to repeat");
+    if (c == '*' || c == '+' || c == '?' || c == '{' || c == '}')
+      return error("a quantifier without anything to repeat");
     if (c == '^' || c == '$') return error("anchors are supported only at the start (^) and the end ($)");
     if (c == '.') {
       ++pos_;
@@ -200,7 +201,8 @@ class RegexCompiler {
     for (size_t i = 0; i < digits; ++i) {
       const char h = text_[pos_++];
       if (!std::isxdigit(static_cast<unsigned char>(h))) return error("a bad hex digit");
-      v = v * 16 + static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
+      v = v * 16 +
+          static_cast<uint32_t>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (std::tolower(h) - 'a' + 10));
     }
     return v;
   }
@@ -230,7 +232,8 @@ class RegexCompiler {
       case 'u': {
         if (!at_end() && peek() == '{') {
           const size_t close = text_.find('}', pos_);
-          if (close == std::string_view::npos || close == pos_ + 1 || close - pos_ - 1 > 6) return error("a bad \\u{...}");
+          if (close == std::string_view::npos || close == pos_ + 1 || close - pos_ - 1 > 6)
+            return error("a bad \\u{...}");
           ++pos_;
           KIPP_ASSIGN_OR_RETURN(const uint32_t v, hex(close - pos_));
           ++pos_;
@@ -329,7 +332,8 @@ class RegexCompiler {
 const std::map<std::string, std::string, std::less<>>& format_patterns() {
   static const std::string date =
       "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|"
-      "02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)";
+      "02-(?:0[1-9]|1[0-9]|2[0-8]))|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-"
+      "29)";
   static const std::string time =
       "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])";
   static const std::string atom = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+";

@@ -8,8 +8,8 @@ namespace kipp::grammar {
 namespace {
 
 // Children of `node` from the sorted ids [lo, hi) sharing the first `depth` bytes.
-void build_node(TokenTrie& trie, const std::vector<std::string>& bytes, const std::vector<uint32_t>& ids,
-                uint32_t node, size_t lo, size_t hi, uint32_t depth) {
+void build_node(TokenTrie& trie, const std::vector<std::string>& bytes, const std::vector<uint32_t>& ids, uint32_t node,
+                size_t lo, size_t hi, uint32_t depth) {
   trie.depth = std::max(trie.depth, depth);
   trie.nodes[node].first_token = static_cast<uint32_t>(trie.tokens.size());
   while (lo < hi && bytes[ids[lo]].size() == depth) trie.tokens.push_back(ids[lo++]);
@@ -54,7 +54,8 @@ bool plain_string_token(const std::string& bytes, uint32_t& chars, uint32_t& nee
 }  // namespace
 
 TokenTrie TokenTrie::build(const std::vector<std::string>& bytes, std::vector<uint32_t> ids) {
-  std::sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) { return bytes[a] < bytes[b] || (bytes[a] == bytes[b] && a < b); });
+  std::sort(ids.begin(), ids.end(),
+            [&](uint32_t a, uint32_t b) { return bytes[a] < bytes[b] || (bytes[a] == bytes[b] && a < b); });
   TokenTrie trie;
   trie.nodes.resize(1);
   build_node(trie, bytes, ids, 0, 0, ids.size(), 0);
@@ -62,8 +63,8 @@ TokenTrie TokenTrie::build(const std::vector<std::string>& bytes, std::vector<ui
 }
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::string> token_bytes,
-                                                               std::vector<bool> excluded,
-                                                               std::vector<uint32_t> end_tokens) {
+                                                              std::vector<bool> excluded,
+                                                              std::vector<uint32_t> end_tokens) {
   auto impl = std::make_unique<Impl>();
   impl->size = static_cast<uint32_t>(token_bytes.size());
   impl->words = (impl->size + 31) / 32;
@@ -84,7 +85,8 @@ std::shared_ptr<const TokenVocabulary> TokenVocabulary::build(std::vector<std::s
   }
   for (auto& need : impl->plain)
     for (uint32_t k = 1; k <= Impl::kMaxPlainChars; ++k)
-      for (uint32_t w = 0; w < impl->words; ++w) need[size_t{k} * impl->words + w] |= need[size_t{k - 1} * impl->words + w];
+      for (uint32_t w = 0; w < impl->words; ++w)
+        need[size_t{k} * impl->words + w] |= need[size_t{k - 1} * impl->words + w];
   impl->all = TokenTrie::build(token_bytes, std::move(all_ids));
   impl->not_plain = TokenTrie::build(token_bytes, std::move(other_ids));
   impl->bytes = std::move(token_bytes);

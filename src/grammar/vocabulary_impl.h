@@ -36,8 +36,8 @@ struct TokenVocabulary::Impl {
   std::vector<bool> excluded;
   std::vector<bool> is_end;
   std::vector<uint32_t> end_tokens;
-  TokenTrie all;          // every token a grammar may allow
-  TokenTrie not_plain;    // those not in the plain bitsets
+  TokenTrie all;        // every token a grammar may allow
+  TokenTrie not_plain;  // those not in the plain bitsets
   // plain[need][k * words + w]: tokens of 1..k characters whose last character still needs
   // `need` bytes (0: complete), as mask words; k runs 0..kMaxPlainChars.
   std::vector<uint32_t> plain[4];

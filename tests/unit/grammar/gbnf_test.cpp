@@ -44,9 +44,15 @@ name ::= [A-Z] [a-z]*
 
 TEST(Gbnf, LiteralsClassesAndEscapes) {
   const GrammarPtr g = gbnf(R"(root ::= "\"q\"\n\t\\" [^a-c\]] . "\x41\u00e9\U0001F600" [\u00e0-\u00ff])");
-  EXPECT_TRUE(matches(g, "\"q\"\n\t\\d\xE2\x82\xAC" "A\xC3\xA9\xF0\x9F\x98\x80\xC3\xA0"));
-  EXPECT_FALSE(matches(g, "\"q\"\n\t\\b\xE2\x82\xAC" "A\xC3\xA9\xF0\x9F\x98\x80\xC3\xA0"));
-  EXPECT_FALSE(matches(g, "\"q\"\n\t\\]x" "A\xC3\xA9\xF0\x9F\x98\x80\xC3\xA0"));
+  EXPECT_TRUE(matches(g,
+                      "\"q\"\n\t\\d\xE2\x82\xAC"
+                      "A\xC3\xA9\xF0\x9F\x98\x80\xC3\xA0"));
+  EXPECT_FALSE(matches(g,
+                       "\"q\"\n\t\\b\xE2\x82\xAC"
+                       "A\xC3\xA9\xF0\x9F\x98\x80\xC3\xA0"));
+  EXPECT_FALSE(matches(g,
+                       "\"q\"\n\t\\]x"
+                       "A\xC3\xA9\xF0\x9F\x98\x80\xC3\xA0"));
   EXPECT_FALSE(matches(g, "\"q\"\n\t\\dxA\xC3\xA9\xF0\x9F\x98\x80\xC3\x9F"));
   const GrammarPtr recursive = gbnf("root ::= \"(\" root \")\" | \"\"\n");
   EXPECT_TRUE(matches(recursive, "((()))"));

@@ -83,8 +83,10 @@ std::string violation(const nlohmann::json& schema, const nlohmann::json& value,
       ok = ok || (name == "null" && value.is_null()) || (name == "boolean" && value.is_boolean()) ||
            (name == "object" && value.is_object()) || (name == "array" && value.is_array()) ||
            (name == "string" && value.is_string()) || (name == "number" && value.is_number()) ||
-           (name == "integer" && (value.is_number_integer() || (value.is_number_float() &&
-                                                                  value.get<double>() == static_cast<double>(static_cast<int64_t>(value.get<double>())))));
+           (name == "integer" &&
+            (value.is_number_integer() ||
+             (value.is_number_float() &&
+              value.get<double>() == static_cast<double>(static_cast<int64_t>(value.get<double>())))));
     }
     if (!ok) return "wrong type for " + value.dump();
   }
@@ -103,17 +105,21 @@ std::string violation(const nlohmann::json& schema, const nlohmann::json& value,
     const double v = value.get<double>();
     if (schema.contains("minimum") && v < schema["minimum"].get<double>()) return "below minimum: " + value.dump();
     if (schema.contains("maximum") && v > schema["maximum"].get<double>()) return "above maximum: " + value.dump();
-    if (schema.contains("exclusiveMinimum") && v <= schema["exclusiveMinimum"].get<double>()) return "not above: " + value.dump();
-    if (schema.contains("exclusiveMaximum") && v >= schema["exclusiveMaximum"].get<double>()) return "not below: " + value.dump();
+    if (schema.contains("exclusiveMinimum") && v <= schema["exclusiveMinimum"].get<double>())
+      return "not above: " + value.dump();
+    if (schema.contains("exclusiveMaximum") && v >= schema["exclusiveMaximum"].get<double>())
+      return "not below: " + value.dump();
   }
   if (value.is_array()) {
     if (schema.contains("minItems") && value.size() < schema["minItems"].get<size_t>()) return "too few items";
     if (schema.contains("maxItems") && value.size() > schema["maxItems"].get<size_t>()) return "too many items";
     const size_t prefix = schema.contains("prefixItems") ? schema["prefixItems"].size() : 0;
     for (size_t i = 0; i < value.size(); ++i) {
-      const json* item = i < prefix ? &schema["prefixItems"][i] : (schema.contains("items") ? &schema["items"] : nullptr);
+      const json* item =
+          i < prefix ? &schema["prefixItems"][i] : (schema.contains("items") ? &schema["items"] : nullptr);
       if (item)
-        if (std::string why = violation(*item, value[i], root); !why.empty()) return "[" + std::to_string(i) + "]: " + why;
+        if (std::string why = violation(*item, value[i], root); !why.empty())
+          return "[" + std::to_string(i) + "]: " + why;
     }
   }
   if (value.is_object()) {

@@ -69,7 +69,7 @@ TEST(JsonSchema, NumberBoundsWithFractions) {
   EXPECT_FALSE(matches(g, "01.5"));
   EXPECT_FALSE(matches(g, "1."));
   EXPECT_FALSE(matches(g, ".5"));
-  EXPECT_TRUE(matches(g, "0.12345678901234"));   // 14 digits after "0."
+  EXPECT_TRUE(matches(g, "0.12345678901234"));    // 14 digits after "0."
   EXPECT_FALSE(matches(g, "1.234567890123456"));  // 16 significant digits with a bound
   EXPECT_NE(schema_error(R"({"type":"number","minimum":3,"maximum":2})").find("minimum"), std::string::npos);
   EXPECT_NE(schema_error(R"({"type":"integer","minimum":2.5,"maximum":2.7})").find("minimum"), std::string::npos);
@@ -81,13 +81,13 @@ TEST(JsonSchema, StringLengthsCountCharacters) {
   EXPECT_TRUE(matches(g, R"("ab")"));
   EXPECT_TRUE(matches(g, R"("abc")"));
   EXPECT_FALSE(matches(g, R"("abcd")"));
-  EXPECT_TRUE(matches(g, "\"\xC3\xA9\xE2\x82\xAC\""));          // é€: two characters
+  EXPECT_TRUE(matches(g, "\"\xC3\xA9\xE2\x82\xAC\""));                              // é€: two characters
   EXPECT_TRUE(matches(g, "\"\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80\""));  // three emoji
   EXPECT_FALSE(matches(g, "\"\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80!\""));
-  EXPECT_TRUE(matches(g, R"("\n\"")"));           // escapes count as one
+  EXPECT_TRUE(matches(g, R"("\n\"")"));  // escapes count as one
   EXPECT_TRUE(matches(g, R"("\u00e9x")"));
-  EXPECT_FALSE(matches(g, R"("\ud800x")"));       // no lone surrogates
-  EXPECT_FALSE(matches(g, "\"a\nb\""));          // raw control characters
+  EXPECT_FALSE(matches(g, R"("\ud800x")"));          // no lone surrogates
+  EXPECT_FALSE(matches(g, "\"a\nb\""));              // raw control characters
   EXPECT_FALSE(matches(g, "\"\xC0\xAF\xC0\xAF\""));  // overlong encodings
   EXPECT_FALSE(matches(g, "\"\xED\xA0\x80x\""));     // an encoded surrogate
 }
@@ -157,7 +157,8 @@ TEST(JsonSchema, ArraysItemsAndCounts) {
 }
 
 TEST(JsonSchema, CombinatorsAndReferences) {
-  const GrammarPtr any = schema_grammar(R"({"anyOf":[{"type":"integer","minimum":5},{"type":"string","maxLength":1}]})");
+  const GrammarPtr any =
+      schema_grammar(R"({"anyOf":[{"type":"integer","minimum":5},{"type":"string","maxLength":1}]})");
   EXPECT_TRUE(matches(any, "7"));
   EXPECT_FALSE(matches(any, "4"));
   EXPECT_TRUE(matches(any, R"("z")"));
@@ -169,7 +170,8 @@ TEST(JsonSchema, CombinatorsAndReferences) {
       "properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"]}}})");
   EXPECT_TRUE(matches(tree, R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4,"kids":[]}]}]})"));
   EXPECT_FALSE(matches(tree, R"({"v":1,"kids":[{"kids":[]}]})"));
-  const GrammarPtr old = schema_grammar(R"({"definitions":{"s":{"type":"string"}},"allOf":[{"$ref":"#/definitions/s"}]})");
+  const GrammarPtr old =
+      schema_grammar(R"({"definitions":{"s":{"type":"string"}},"allOf":[{"$ref":"#/definitions/s"}]})");
   EXPECT_TRUE(matches(old, R"("s")"));
   const GrammarPtr root_ref = schema_grammar(R"({"type":"array","items":{"$ref":"#"},"maxItems":2})");
   EXPECT_TRUE(matches(root_ref, "[[],[[]]]"));
@@ -213,8 +215,10 @@ TEST(JsonSchema, PatternsAndFormats) {
 TEST(JsonSchema, UnsupportedAndMalformedSchemasAreNamedErrors) {
   EXPECT_EQ(schema_error(R"({"type":"object","properties":{"a":{"patternProperties":{}}}})"),
             "unsupported JSON Schema keyword 'patternProperties' at /properties/a");
-  EXPECT_EQ(schema_error(R"({"type":"array","uniqueItems":true})"), "unsupported JSON Schema keyword 'uniqueItems' at /");
-  EXPECT_EQ(schema_error(R"({"title":"t","description":"d","$schema":"x","examples":[1],"default":2,"type":"null"})"), "");
+  EXPECT_EQ(schema_error(R"({"type":"array","uniqueItems":true})"),
+            "unsupported JSON Schema keyword 'uniqueItems' at /");
+  EXPECT_EQ(schema_error(R"({"title":"t","description":"d","$schema":"x","examples":[1],"default":2,"type":"null"})"),
+            "");
   EXPECT_NE(schema_error("{"), "");
   EXPECT_NE(schema_error("[1]"), "");
   EXPECT_NE(schema_error(R"({"type":"strin"})").find("unknown type"), std::string::npos);
@@ -229,8 +233,8 @@ TEST(JsonSchema, UnsupportedAndMalformedSchemasAreNamedErrors) {
 }
 
 TEST(ToolCalls, TheQwen3Block) {
-  const ToolSpec tools[] = {{"get_weather", R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"},
-                            {"now", ""}};
+  const ToolSpec tools[] = {
+      {"get_weather", R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})"}, {"now", ""}};
   auto grammar = compile_tool_calls(tools, 2);
   ASSERT_TRUE(grammar.ok()) << grammar.message();
   const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>";
