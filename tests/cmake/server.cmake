@@ -13,10 +13,10 @@ set_tests_properties(server_openai_client_fetch PROPERTIES FIXTURES_SETUP openai
 add_test(NAME server_agent_clients_fetch COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/clients/fetch_clients.sh)
 set_tests_properties(server_agent_clients_fetch PROPERTIES FIXTURES_SETUP agent_clients_npm TIMEOUT 600)
 
-# kipp_server_test(NAME TIMEOUT [FIXTURES fixture...]): node tests/server/NAME.mjs.
+# kipp_server_test(NAME TIMEOUT [FIXTURES fixture...] [ARGS arg...]): node tests/server/NAME.mjs ARGS.
 function(kipp_server_test name timeout)
-  cmake_parse_arguments(PARSE_ARGV 2 srv "" "" "FIXTURES")
-  add_test(NAME ${name} COMMAND node ${KIPP_SERVER_TESTS_DIR}/${name}.mjs)
+  cmake_parse_arguments(PARSE_ARGV 2 srv "" "" "FIXTURES;ARGS")
+  add_test(NAME ${name} COMMAND node ${KIPP_SERVER_TESTS_DIR}/${name}.mjs ${srv_ARGS})
   set_tests_properties(${name} PROPERTIES
                        ENVIRONMENT "KIPP=$<TARGET_FILE:kipp>;KIPP_MODELS=${KIPP_MODELS};KIPP_SANITIZED=$<BOOL:${KIPP_SANITIZE}>"
                        FIXTURES_REQUIRED "gguf_tiny_bf16;${srv_FIXTURES}"
@@ -36,4 +36,5 @@ kipp_server_test(server_openai 240 FIXTURES openai_npm)      # (f) the official 
 kipp_server_test(server_load 240)                            # (g) 32 streaming clients, RSS flat
 kipp_server_test(server_malformed 240)                       # (h) malformed HTTP and JSON
 kipp_server_test(server_agents_api 240 FIXTURES openai_npm)  # tools, reasoning, /tokenize, /v1/responses
-kipp_server_test(server_agents 600 FIXTURES agent_clients_npm)  # structured output, tool loops, real clients
+# Structured output and tool loops with real clients, on the random-weight 0.6b model.
+kipp_server_test(server_agents 900 FIXTURES agent_clients_npm gguf_qwen3-0.6b_bf16 ARGS qwen3-0.6b-bf16.gguf)
