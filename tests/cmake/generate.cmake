@@ -120,3 +120,10 @@ set_tests_properties(generate_error_missing_model PROPERTIES PASS_REGULAR_EXPRES
 foreach(test ${KIPP_GEN_TESTS})
   set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 300)
 endforeach()
+
+# Constrained decoding from the command line: --json-schema outputs validated by ajv, --json-object
+# closed in time by the token budget, --grammar (GBNF) against a regular expression, bad inputs.
+add_test(NAME generate_json_schema_cli
+         COMMAND node ${CMAKE_CURRENT_SOURCE_DIR}/generate/json_schema_cli.mjs $<TARGET_FILE:kipp> ${KIPP_GEN})
+set_tests_properties(generate_json_schema_cli PROPERTIES FIXTURES_REQUIRED "gguf_tiny_bf16;agent_clients_npm" TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "json_schema_cli: all [0-9]+ checks passed" FAIL_REGULAR_EXPRESSION "FAIL: ")
