@@ -202,7 +202,13 @@ void Matcher::State::fill_mask_reference(std::span<uint32_t> mask, uint32_t toke
     fill(mask, UINT32_MAX, true);
 }
 
-void Matcher::fill_mask(std::span<uint32_t> mask, uint32_t token_budget) { state_->fill_mask(mask, token_budget); }
+void Matcher::fill_mask(std::span<uint32_t> mask, uint32_t token_budget) {
+  if (mask.size() < state_->vocabulary->impl().words) {  // too short for the vocabulary: nothing is allowed
+    std::fill(mask.begin(), mask.end(), 0u);
+    return;
+  }
+  state_->fill_mask(mask.first(state_->vocabulary->impl().words), token_budget);
+}
 
 uint32_t Matcher::min_bytes_to_accept() const { return state_->stacks.min_bytes(state_->ready); }
 
