@@ -110,12 +110,14 @@ int main(int argc, char** argv) {
     if (arg == "--model") {
       model_path = kipp::bench::option_value("grammar_mask_bench", argc, argv, i);
     } else if (arg == "--walks") {
-      walks = kipp::bench::parse_count("grammar_mask_bench", kipp::bench::option_value("grammar_mask_bench", argc, argv, i), "--walks");
+      walks = kipp::bench::parse_count("grammar_mask_bench",
+                                       kipp::bench::option_value("grammar_mask_bench", argc, argv, i), "--walks");
     } else if (arg == "--budget") {
-      budget = static_cast<uint32_t>(
-          kipp::bench::parse_count("grammar_mask_bench", kipp::bench::option_value("grammar_mask_bench", argc, argv, i), "--budget"));
+      budget = static_cast<uint32_t>(kipp::bench::parse_count(
+          "grammar_mask_bench", kipp::bench::option_value("grammar_mask_bench", argc, argv, i), "--budget"));
     } else if (arg == "--repeats") {
-      repeats = kipp::bench::parse_count("grammar_mask_bench", kipp::bench::option_value("grammar_mask_bench", argc, argv, i), "--repeats");
+      repeats = kipp::bench::parse_count("grammar_mask_bench",
+                                         kipp::bench::option_value("grammar_mask_bench", argc, argv, i), "--repeats");
     } else if (arg == "--out") {
       out = kipp::bench::option_value("grammar_mask_bench", argc, argv, i);
     } else {
@@ -155,14 +157,16 @@ int main(int argc, char** argv) {
     std::vector<double> means, medians, p99s, maxima, accepts;
     for (size_t r = 0; r < repeats; ++r) {
       const Times t = run_walks(grammar, vocabulary, bytes, walks, budget);
-      nlohmann::json run = {{"mask", summary(t.mask_us)}, {"accept", summary(t.accept_us)}, {"walks_ended", t.walks_ended}};
+      nlohmann::json run = {
+          {"mask", summary(t.mask_us)}, {"accept", summary(t.accept_us)}, {"walks_ended", t.walks_ended}};
       means.push_back(run["mask"]["mean_us"].get<double>());
       medians.push_back(run["mask"]["median_us"].get<double>());
       p99s.push_back(run["mask"]["p99_us"].get<double>());
       maxima.push_back(run["mask"]["max_us"].get<double>());
       accepts.push_back(run["accept"]["mean_us"].get<double>());
       runs.push_back(run);
-      std::fprintf(stderr, "%s repeat %zu: mask mean %.1f us, median %.1f us, p99 %.1f us, max %.1f us over %zu masks\n",
+      std::fprintf(stderr,
+                   "%s repeat %zu: mask mean %.1f us, median %.1f us, p99 %.1f us, max %.1f us over %zu masks\n",
                    name.c_str(), r + 1, means.back(), medians.back(), p99s.back(), maxima.back(), t.mask_us.size());
     }
     out_cases.push_back({{"name", name},

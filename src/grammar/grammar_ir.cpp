@@ -98,10 +98,11 @@ Expected<GrammarPtr> GrammarBuilder::finish(uint32_t root) {
   std::vector<std::vector<uint32_t>> leftmost(n);
   for (size_t r = 0; r < n; ++r) {
     for (const Sequence& sequence : alternatives_[r]) {
-      for (const Item& item : sequence) {
+      for (const Item& item : sequence)
         if (item.kind == ElementKind::Repeat && rule_min[item.arg] == 0 && item.max > 1)
           return make_error("rule '" + names_[r] + "' repeats '" + names_[item.arg] +
                             "', which may match nothing (repeat a non-empty expression)");
+      for (const Item& item : sequence) {
         if (item.kind == ElementKind::Ref || item.kind == ElementKind::Repeat) leftmost[r].push_back(item.arg);
         if (item_min(item, rule_min) != 0) break;
       }

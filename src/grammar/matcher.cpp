@@ -37,7 +37,6 @@ bool budget_allows(uint32_t min_after, uint32_t token_budget) {
 Matcher::State::State(GrammarPtr g, std::shared_ptr<const TokenVocabulary> v)
     : grammar(std::move(g)), vocabulary(std::move(v)), stacks(*grammar) {
   stacks.initial(ready);
-  scratch.resize(vocabulary->impl().all.depth + 2);
 }
 
 bool Matcher::State::accepting() const { return !ready.empty() && ready.front() == kEmptyStack; }
@@ -62,18 +61,35 @@ Status Matcher::State::advance_bytes(std::string_view bytes) {
   return ok_status();
 }
 
-void Matcher::State::walk(const TokenTrie& trie, uint32_t node, const std::vector<uint32_t>& from, uint32_t depth,
-                          std::span<uint32_t> mask, uint32_t token_budget) {
-  const ByteSet filter = stacks.first_bytes(from);
+uint32_t Matcher::State::set_id(const std::vector<uint32_t>& stacks_set) {
+  const auto [it, added] = set_ids.try_emplace(stacks_set, static_cast<uint32_t>(sets.size()));
+  if (added) sets.push_back({stacks_set, stacks.min_bytes(stacks_set), stacks.first_bytes(stacks_set)});
+  return it->second;
+}
+
+// Within one mask, the same stacks meet the same byte again and again (a repetition returns to
+// the stacks it started from), so each (set, byte) step is computed once.
+uint32_t Matcher::State::step(uint32_t from, uint8_t b) {
+  const uint64_t key = uint64_t{from} << 8 | b;
+  if (const auto it = steps.find(key); it != steps.end()) return it->second;
+  const std::vector<uint32_t> in = sets[from].stacks;
+  stacks.advance(in, b, scratch);
+  const uint32_t to = scratch.empty() ? kNoSet : set_id(scratch);
+  steps.emplace(key, to);
+  return to;
+}
+
+void Matcher::State::walk(const TokenTrie& trie, uint32_t node, uint32_t from, std::span<uint32_t> mask,
+                          uint32_t token_budget) {
+  const ByteSet filter = sets[from].first_bytes;
   const TokenTrie::Node& parent = trie.nodes[node];
   for (uint32_t c = parent.first_child; c < parent.first_child + parent.child_count; ++c) {
     const TokenTrie::Node& child = trie.nodes[c];
     if (!byte_set_has(filter, child.byte)) continue;
-    std::vector<uint32_t>& next = scratch[depth];
-    stacks.advance(from, child.byte, next);
-    if (next.empty()) continue;
+    const uint32_t next = step(from, child.byte);
+    if (next == kNoSet) continue;
     if (child.token_count != 0) {
-      const uint32_t after = stacks.min_bytes(next);
+      const uint32_t after = sets[next].min_bytes;
       if (budget_allows(after, token_budget)) {
         max_after_ = std::max(max_after_, after);
         for (uint32_t t = child.first_token; t < child.first_token + child.token_count; ++t)
@@ -82,7 +98,7 @@ void Matcher::State::walk(const TokenTrie& trie, uint32_t node, const std::vecto
         budget_bound_ = true;
       }
     }
-    if (child.child_count != 0) walk(trie, c, next, depth + 1, mask, token_budget);
+    if (child.child_count != 0) walk(trie, c, next, mask, token_budget);
   }
 }
 
@@ -141,11 +157,15 @@ void Matcher::State::fill(std::span<uint32_t> mask, uint32_t token_budget, bool 
     (plain_text_stays_inside(*grammar, stacks.node(id)) ? in_string : others).push_back(id);
   }
   const ParseStacks::Mark mark = stacks.mark();
-  if (!others.empty()) walk(v.all, 0, others, 0, mask, token_budget);
+  if (!others.empty()) walk(v.all, 0, set_id(others), mask, token_budget);
   if (!in_string.empty()) {
     for (const uint32_t id : in_string) plain_string_tokens(id, mask, token_budget);
-    walk(v.not_plain, 0, in_string, 0, mask, token_budget);
+    walk(v.not_plain, 0, set_id(in_string), mask, token_budget);
   }
+  // The sets and steps name nodes the rollback removes.
+  set_ids.clear();
+  sets.clear();
+  steps.clear();
   stacks.rollback(mark);
 }
 
@@ -182,7 +202,13 @@ void Matcher::State::fill_mask_reference(std::span<uint32_t> mask, uint32_t toke
     fill(mask, UINT32_MAX, true);
 }
 
-void Matcher::fill_mask(std::span<uint32_t> mask, uint32_t token_budget) { state_->fill_mask(mask, token_budget); }
+void Matcher::fill_mask(std::span<uint32_t> mask, uint32_t token_budget) {
+  if (mask.size() < state_->vocabulary->impl().words) {  // too short for the vocabulary: nothing is allowed
+    std::fill(mask.begin(), mask.end(), 0u);
+    return;
+  }
+  state_->fill_mask(mask.first(state_->vocabulary->impl().words), token_budget);
+}
 
 uint32_t Matcher::min_bytes_to_accept() const { return state_->stacks.min_bytes(state_->ready); }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <span>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -19,8 +20,25 @@ struct Matcher::State {
   GrammarPtr grammar;
   std::shared_ptr<const TokenVocabulary> vocabulary;
   ParseStacks stacks;
-  std::vector<uint32_t> ready;                 // the ready stacks, sorted
-  std::vector<std::vector<uint32_t>> scratch;  // per trie depth, for the walk
+  std::vector<uint32_t> ready;  // the ready stacks, sorted
+  // While a mask is filled: the stack sets met, by id, and the step from a set by a byte.
+  struct StackSet {
+    std::vector<uint32_t> stacks;
+    uint32_t min_bytes;
+    ByteSet first_bytes;
+  };
+  struct SetHash {
+    size_t operator()(const std::vector<uint32_t>& v) const {
+      size_t h = v.size();
+      for (const uint32_t x : v) h = h * 0x9E3779B97F4A7C15ULL + x;
+      return h;
+    }
+  };
+  static constexpr uint32_t kNoSet = UINT32_MAX;
+  std::unordered_map<std::vector<uint32_t>, uint32_t, SetHash> set_ids;
+  std::vector<StackSet> sets;
+  std::unordered_map<uint64_t, uint32_t> steps;
+  std::vector<uint32_t> scratch;
   struct CachedMask {
     std::vector<uint32_t> mask;
     uint32_t max_after;  // the longest shortest completion after an allowed token
@@ -35,8 +53,9 @@ struct Matcher::State {
 
  private:
   void fill(std::span<uint32_t> mask, uint32_t token_budget, bool reference);
-  void walk(const TokenTrie& trie, uint32_t node, const std::vector<uint32_t>& from, uint32_t depth,
-            std::span<uint32_t> mask, uint32_t token_budget);
+  uint32_t set_id(const std::vector<uint32_t>& stacks_set);
+  uint32_t step(uint32_t from, uint8_t b);
+  void walk(const TokenTrie& trie, uint32_t node, uint32_t from, std::span<uint32_t> mask, uint32_t token_budget);
   void plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget);
   void each_token(std::span<uint32_t> mask, uint32_t token_budget);
 

@@ -70,6 +70,7 @@ TEST(Gbnf, ErrorsNameLineAndColumn) {
   EXPECT_EQ(gbnf_error("root ::= \"\\q\"\n"), "GBNF line 1, column 11: unknown escape '\\q'");
   EXPECT_NE(gbnf_error("root ::= root \"a\" | \"b\"\n").find("left-recursive"), std::string::npos);
   EXPECT_NE(gbnf_error("root ::= (\"a\"?)*\n").find("may match nothing"), std::string::npos);
+  EXPECT_NE(gbnf_error("root ::= \"x\" b*\nb ::= \"y\"{0,3}\n").find("may match nothing"), std::string::npos);
   EXPECT_NE(gbnf_error("root ::= \"a\"\nroot ::= \"b\"\n").find("defined twice"), std::string::npos);
 }
 
