@@ -2,10 +2,9 @@
 // grammar (half the time a one-byte token when one is allowed, so that structure progresses;
 // otherwise any allowed token), each with a token budget so that it ends complete, timing every
 // fill_mask and accept. Cases: free JSON (any JSON object) and a deeply nested schema (objects in
-// arrays in objects, enums, bounded strings, bounded integers and numbers, anyOf, a format).
+// arrays in objects, enums, bounded strings, bounded integers and numbers, anyOf, a format), and
+// two GBNF free-text grammars (a bounded line of any characters, lines of a small class).
 // Each repeat runs the same walks; the result holds every repeat and the medians across them.
-//
-// Usage: grammar_mask_bench --model GGUF [--walks 20] [--budget 300] [--repeats 3] [--out FILE.json]
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -48,6 +47,21 @@ const char* kNestedSchema = R"({"type":"object","properties":{
       "required":["lead","members"],"additionalProperties":false}}},
     "required":["name","kind","teams"],"additionalProperties":false}}},
   "required":["company","founded","departments"],"additionalProperties":false})";
+
+const char* kUsage =
+    "Usage: grammar_mask_bench --model GGUF [options]\n"
+    "Times the grammar matcher's mask per token over the model's vocabulary.\n"
+    "  --model GGUF     the model whose tokenizer gives the vocabulary (required)\n"
+    "  --walks N        random walks per case and repeat (default 20)\n"
+    "  --budget N       token budget of each walk (default 300)\n"
+    "  --repeats N      repeats of every case (default 3)\n"
+    "  --out FILE.json  also write the result there (it always goes to standard output)\n"
+    "  --help           this text\n";
+
+const std::pair<const char*, const char*> kFreeText[] = {
+    {"gbnf_line", "root ::= \"say: \" [^\\n]{0,200} \"\\n\""},
+    {"gbnf_text_lines", "root ::= ([a-zA-Z ,.]+ \"\\n\")+"},
+};
 
 struct Times {
   std::vector<double> mask_us;
@@ -107,6 +121,10 @@ int main(int argc, char** argv) {
   uint32_t budget = 300;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
     if (arg == "--model") {
       model_path = kipp::bench::option_value("grammar_mask_bench", argc, argv, i);
     } else if (arg == "--walks") {
@@ -140,8 +158,9 @@ int main(int argc, char** argv) {
   const auto compile_start = Clock::now();
   const g::GrammarPtr nested = must(g::compile_json_schema(kNestedSchema), "the nested schema");
   const double compile_ms = kipp::bench::seconds_since(compile_start) * 1e3;
-  const std::vector<std::pair<std::string, g::GrammarPtr>> cases = {{"json_object", g::any_json_object()},
-                                                                    {"nested_schema", nested}};
+  std::vector<std::pair<std::string, g::GrammarPtr>> cases = {{"json_object", g::any_json_object()},
+                                                              {"nested_schema", nested}};
+  for (const auto& [name, text] : kFreeText) cases.push_back({name, must(g::compile_gbnf(text), name)});
 
   nlohmann::json result;
   kipp::bench::record_machine_and_command(result, "grammar_mask_bench", argc, argv);
@@ -151,6 +170,7 @@ int main(int argc, char** argv) {
   result["vocabulary_build_ms"] = build_ms;
   result["nested_schema_compile_ms"] = compile_ms;
   result["nested_schema"] = nlohmann::json::parse(kNestedSchema);
+  for (const auto& [name, text] : kFreeText) result["gbnf"][name] = text;
   nlohmann::json& out_cases = result["cases"];
   for (const auto& [name, grammar] : cases) {
     nlohmann::json runs = nlohmann::json::array();

@@ -1,9 +1,12 @@
 // The per-sequence matcher: the ready parse stacks, advanced byte by byte; the mask walks the
 // vocabulary trie against them, pruning every branch no stack takes. Stacks inside a JSON string
 // at a character boundary take the plain-text tokens from precomputed bitsets (by character
-// count, so maxLength and the budget are exact) and walk only the trie of the other tokens.
+// count, so maxLength and the budget are exact) and walk only the trie of the other tokens; stacks
+// at a character boundary of a repeated character class do the same with that class's tokens.
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
 
 #include "grammar/matcher_state.h"
 
@@ -30,6 +33,28 @@ bool plain_text_stays_inside(const Grammar& g, const ParseStacks::Node& n) {
 
 bool budget_allows(uint32_t min_after, uint32_t token_budget) {
   return token_budget != UINT32_MAX ? token_budget >= 1 && min_after <= token_budget - 1 : min_after != kNoCompletion;
+}
+
+// A rule whose alternatives are each one to four byte sets, the first byte fixing the length (how
+// classes, `.` and single characters compile): a character class.
+std::optional<CharClass> char_class_of(const Grammar& g, uint32_t rule) {
+  CharClass out;
+  std::array<size_t, 256> length{};
+  for (const uint32_t start : g.rules[rule]) {
+    std::vector<ByteSet> alt;
+    uint32_t at = start;
+    for (; g.elements[at].kind == ElementKind::Bytes; ++at) alt.push_back(g.byte_sets[g.elements[at].arg]);
+    if (g.elements[at].kind != ElementKind::End || alt.empty() || alt.size() > 4) return std::nullopt;
+    if (std::any_of(alt.begin(), alt.end(), [](const ByteSet& set) { return set == ByteSet{}; })) return std::nullopt;
+    for (int b = 0; b < 256; ++b) {
+      if (!byte_set_has(alt.front(), static_cast<uint8_t>(b))) continue;
+      if (length[b] != 0 && length[b] != alt.size()) return std::nullopt;
+      length[b] = alt.size();
+    }
+    out.push_back(std::move(alt));
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
 }
 
 }  // namespace
@@ -125,6 +150,70 @@ void Matcher::State::plain_string_tokens(uint32_t id, std::span<uint32_t> mask, 
   }
 }
 
+const ClassTokens* Matcher::State::class_of(uint32_t rule) {
+  if (class_checked_.empty()) {
+    class_checked_.assign(grammar->rules.size(), false);
+    classes_.resize(grammar->rules.size());
+  }
+  if (!class_checked_[rule]) {
+    class_checked_[rule] = true;
+    if (const auto char_class = char_class_of(*grammar, rule))
+      classes_[rule] = vocabulary->impl().class_tokens(*char_class);
+  }
+  return classes_[rule].get();
+}
+
+// `group`: the stacks starting each character of the class that the repetition at `parent`
+// repeats. A token of class characters can stay inside the repetition, so the lists give it by
+// its character count against the repetition's bounds and the budget. It might also leave the
+// repetition and go on after it, which changes nothing unless what follows can start with a class
+// character: then the shortcut holds only when every listed token is in, else it is not taken.
+bool Matcher::State::class_repeat_tokens(uint32_t parent, const std::vector<uint32_t>& group, const ClassTokens& tokens,
+                                         std::span<uint32_t> mask, uint32_t token_budget) {
+  const ParseStacks::Node p = stacks.node(parent);
+  const Element& e = grammar->elements[p.pos];
+  const uint32_t rest = saturating_add(grammar->tail_min[p.pos + 1], stacks.node(p.parent).min_bytes);
+  const uint32_t unit = grammar->rule_min[e.arg];
+  // p.count repetitions are done once the character begun here ends: k characters make p.count + k - 1.
+  const uint64_t room = e.max == kUnbounded ? ClassTokens::kMaxChars : uint64_t{e.max} - p.count + 1;
+  const uint32_t hi = static_cast<uint32_t>(std::min<uint64_t>(room, ClassTokens::kMaxChars));
+  std::array<uint32_t, 4> lo{};
+  bool cut = false;
+  uint32_t most = 0;
+  for (uint32_t need = 0; need < 4; ++need) {
+    lo[need] = hi + 1;
+    for (uint32_t k = 1; k <= hi; ++k) {
+      const uint64_t done = uint64_t{p.count} + k - 1;
+      const uint32_t missing = e.min > done ? static_cast<uint32_t>(e.min - done) : 0;
+      const uint32_t after = saturating_add(need, saturating_add(saturating_mul(missing, unit), rest));
+      if (budget_allows(after, token_budget)) {
+        lo[need] = k;
+        most = std::max(most, after);
+        break;
+      }
+      if (after != kNoCompletion) cut = true;
+    }
+  }
+  std::vector<uint32_t> follow;
+  stacks.ready_from(p.parent, p.pos + 1, follow);
+  const ByteSet next = stacks.first_bytes(follow);
+  bool overlap = false;
+  for (int w = 0; w < 4; ++w) overlap |= (next[w] & tokens.leads[w]) != 0;
+  const bool whole =
+      hi == ClassTokens::kMaxChars && std::all_of(lo.begin(), lo.end(), [](uint32_t k) { return k == 1; });
+  if (overlap && !whole) return false;
+  budget_bound_ |= cut;
+  max_after_ = std::max(max_after_, most);
+  if (whole) {
+    for (size_t w = 0; w < mask.size(); ++w) mask[w] |= tokens.any[w];
+  } else {
+    for (uint32_t need = 0; need < 4; ++need)
+      for (uint32_t i = tokens.start[need][lo[need]]; i < tokens.start[need][hi + 1]; ++i) set_bit(mask, tokens.ids[i]);
+  }
+  walk(tokens.rest, 0, set_id(group), mask, token_budget);
+  return true;
+}
+
 void Matcher::State::each_token(std::span<uint32_t> mask, uint32_t token_budget) {
   const TokenVocabulary::Impl& v = vocabulary->impl();
   std::vector<uint32_t> current, next;
@@ -151,13 +240,40 @@ void Matcher::State::fill(std::span<uint32_t> mask, uint32_t token_budget, bool 
     stacks.rollback(mark);
     return;
   }
+  // The mask is the union of what each part of the ready stacks allows, so the parts with a
+  // shortcut are taken apart and the rest walk the whole trie together.
   std::vector<uint32_t> in_string, others;
+  std::vector<std::pair<uint32_t, std::vector<uint32_t>>> repeats;  // by the repetition's node
   for (const uint32_t id : ready) {
     if (id == kEmptyStack) continue;
-    (plain_text_stays_inside(*grammar, stacks.node(id)) ? in_string : others).push_back(id);
+    const ParseStacks::Node& n = stacks.node(id);
+    if (plain_text_stays_inside(*grammar, n)) {
+      in_string.push_back(id);
+      continue;
+    }
+    const Element& up = grammar->elements[stacks.node(n.parent).pos];
+    if (n.parent != kEmptyStack && up.kind == ElementKind::Repeat && class_of(up.arg) != nullptr) {
+      const auto& starts = grammar->rules[up.arg];
+      if (std::find(starts.begin(), starts.end(), n.pos) != starts.end()) {
+        auto it = std::find_if(repeats.begin(), repeats.end(), [&](const auto& r) { return r.first == n.parent; });
+        if (it == repeats.end()) it = repeats.insert(repeats.end(), {n.parent, {}});
+        it->second.push_back(id);
+        continue;
+      }
+    }
+    others.push_back(id);
   }
   const ParseStacks::Mark mark = stacks.mark();
-  if (!others.empty()) walk(v.all, 0, set_id(others), mask, token_budget);
+  for (const auto& [parent, group] : repeats) {
+    const uint32_t rule = grammar->elements[stacks.node(parent).pos].arg;
+    if (group.size() != grammar->rules[rule].size() ||
+        !class_repeat_tokens(parent, group, *class_of(rule), mask, token_budget))
+      others.insert(others.end(), group.begin(), group.end());
+  }
+  if (!others.empty()) {
+    sort_unique(others);
+    walk(v.all, 0, set_id(others), mask, token_budget);
+  }
   if (!in_string.empty()) {
     for (const uint32_t id : in_string) plain_string_tokens(id, mask, token_budget);
     walk(v.not_plain, 0, set_id(in_string), mask, token_budget);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -57,8 +58,14 @@ struct Matcher::State {
   uint32_t step(uint32_t from, uint8_t b);
   void walk(const TokenTrie& trie, uint32_t node, uint32_t from, std::span<uint32_t> mask, uint32_t token_budget);
   void plain_string_tokens(uint32_t id, std::span<uint32_t> mask, uint32_t token_budget);
+  const ClassTokens* class_of(uint32_t rule);
+  bool class_repeat_tokens(uint32_t parent, const std::vector<uint32_t>& group, const ClassTokens& tokens,
+                           std::span<uint32_t> mask, uint32_t token_budget);
   void each_token(std::span<uint32_t> mask, uint32_t token_budget);
 
+  // By rule: whether it was looked at as a character class, and its tokens when it is one.
+  std::vector<bool> class_checked_;
+  std::vector<std::shared_ptr<const ClassTokens>> classes_;
   bool budget_bound_ = false;  // the budget left out a token in the mask being filled
   uint32_t max_after_ = 0;
 };

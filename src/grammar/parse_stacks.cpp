@@ -185,6 +185,12 @@ void ParseStacks::initial(std::vector<uint32_t>& out) {
   sort_unique(out);
 }
 
+void ParseStacks::ready_from(uint32_t parent, uint32_t pos, std::vector<uint32_t>& out) {
+  out.clear();
+  settle(parent, pos, 0, 0, out);
+  sort_unique(out);
+}
+
 void ParseStacks::advance(const std::vector<uint32_t>& in, uint8_t b, std::vector<uint32_t>& out) {
   out.clear();
   const StringTables& tables = string_tables();

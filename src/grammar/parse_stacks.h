@@ -59,6 +59,8 @@ class ParseStacks {
   void initial(std::vector<uint32_t>& out);
   // Every ready stack of `in` advanced by `b` (sorted, without duplicates; empty: no stack takes b).
   void advance(const std::vector<uint32_t>& in, uint8_t b, std::vector<uint32_t>& out);
+  // The ready stacks from element `pos` on, below `parent` (sorted, without duplicates).
+  void ready_from(uint32_t parent, uint32_t pos, std::vector<uint32_t>& out);
   // Bytes that some stack of `in` takes next.
   ByteSet first_bytes(const std::vector<uint32_t>& in) const;
   uint32_t min_bytes(const std::vector<uint32_t>& in) const;

@@ -4,11 +4,16 @@
 // inside a character) as bitsets by character count, with a second trie of all other tokens.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/grammar_ir.h"
 
 namespace kipp::grammar {
 
@@ -27,6 +32,23 @@ struct TokenTrie {
   static TokenTrie build(const std::vector<std::string>& bytes, std::vector<uint32_t> ids);
 };
 
+// A character class as a grammar spells it: the byte sets of each alternative (one to four
+// bytes, and the first byte fixes the length, so characters split a token in one way only).
+using CharClass = std::vector<std::vector<ByteSet>>;
+
+// For a repetition of a character class at a character boundary: the tokens made of whole class
+// characters (optionally ending inside one) by character count and bytes still needed, and a trie
+// of the other tokens that start with a character of the class.
+struct ClassTokens {
+  static constexpr uint32_t kMaxChars = 32;  // longer tokens go to the trie
+  std::vector<uint32_t> any;                 // mask words: every token of the lists below
+  std::vector<uint32_t> ids;                 // sorted by (need, characters)
+  // ids[start[need][k] .. start[need][k + 1]): k characters, the last still needing `need` bytes.
+  std::array<std::array<uint32_t, kMaxChars + 2>, 4> start{};
+  TokenTrie rest;
+  ByteSet leads{};  // the first bytes of the class's characters
+};
+
 struct TokenVocabulary::Impl {
   static constexpr uint32_t kMaxPlainChars = 32;  // longer plain tokens go to the other trie
 
@@ -43,6 +65,13 @@ struct TokenVocabulary::Impl {
   std::vector<uint32_t> plain[4];
 
   const uint32_t* plain_upto(uint32_t need, uint32_t k) const { return plain[need].data() + size_t{k} * words; }
+
+  // Built on first use and shared by every grammar over this vocabulary; a bounded number is kept.
+  std::shared_ptr<const ClassTokens> class_tokens(const CharClass& char_class) const;
+
+ private:
+  mutable std::mutex class_mutex_;
+  mutable std::map<CharClass, std::shared_ptr<const ClassTokens>> classes_;
 };
 
 }  // namespace kipp::grammar

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ const std::vector<std::string>& walk_schemas() {
       R"({"type":"object","additionalProperties":{"type":"string","maxLength":4}})",
       R"({"type":"string","minLength":5,"maxLength":40})",
       R"({"type":"number"})",
+      R"({"type":"object","properties":{"mail":{"type":"string","format":"email"},"slug":{"type":"string","pattern":"^[a-z0-9._-]+@[a-z]{0,12}$"},"word":{"type":"string","pattern":"^[à-ÿa-z€]{1,6}!?$"}},"required":["mail","slug","word"],"additionalProperties":false})",
   };
   return schemas;
 }
@@ -166,11 +168,23 @@ TEST(GrammarWalks, JsonObjectAndToolCallsEndWithinTheBudget) {
   }
 }
 
+// Free text by repeated character classes: bounded and not, ASCII and multi-byte, and classes
+// whose repetition is followed by something that may start with a class character.
+const std::vector<std::string>& class_grammars() {
+  static const std::vector<std::string> grammars = {
+      "root ::= \"say: \" [^\\n]{0,200} \"\\n\"",  "root ::= ([a-zA-Z ,.]+ \"\\n\")+",
+      "root ::= line+\nline ::= [^\\n]* \"\\n\"",  "root ::= [a-z]{0,12} [a-z0-9]* \".\"",
+      "root ::= \"x\" [0-9]{2,5} [0-9a-f]? \"!\"", "root ::= [α-ωа-я ]+ \"。\" [^\\x00-\\x7F]{1,3}",
+  };
+  return grammars;
+}
+
 TEST(GrammarMask, FastMaskEqualsTheReferenceMask) {
   auto vocabulary = qwen_vocabulary();
   std::vector<uint32_t> fast((vocabulary->size() + 31) / 32), slow(fast.size());
   std::vector<GrammarPtr> grammars{any_json_object()};
-  for (const size_t s : {0u, 2u, 4u, 5u, 6u, 7u}) grammars.push_back(testing::schema_grammar(walk_schemas()[s]));
+  for (const size_t s : {0u, 2u, 4u, 5u, 6u, 7u, 10u}) grammars.push_back(testing::schema_grammar(walk_schemas()[s]));
+  for (const std::string& text : class_grammars()) grammars.push_back(compile_gbnf(text).value());
   std::mt19937_64 rng(7);
   int compared = 0;
   for (const GrammarPtr& grammar : grammars) {
@@ -194,6 +208,50 @@ TEST(GrammarMask, FastMaskEqualsTheReferenceMask) {
     }
   }
   EXPECT_GT(compared, 40);
+}
+
+// Repetitions with a minimum still to reach, under budgets at and below the edge: which tokens
+// fit depends on their character counts exactly.
+TEST(GrammarMask, ClassRepetitionsUnderTightBudgetsEqualTheReference) {
+  auto vocabulary = qwen_vocabulary();
+  std::vector<uint32_t> fast((vocabulary->size() + 31) / 32), slow(fast.size());
+  const GrammarPtr grammars[] = {compile_gbnf("root ::= \"a\" [a-z ]{24,40} \".\"").value(),
+                                 testing::schema_grammar(R"({"type":"string","pattern":"^[a-zA-Z]{16,20}$"})")};
+  std::mt19937_64 rng(11);
+  for (const GrammarPtr& grammar : grammars) {
+    Matcher::State state(grammar, vocabulary);
+    for (int step = 0; step < 8; ++step) {
+      const uint32_t shortest = state.stacks.min_bytes(state.ready);
+      // A budget below the shortest completion keeps only tokens of enough characters.
+      for (const uint32_t budget : {shortest / 2, shortest - 3, shortest - 1, shortest + 1}) {
+        state.fill_mask(fast, budget);
+        state.fill_mask_reference(slow, budget);
+        ASSERT_EQ(fast, slow) << "step " << step << " budget " << budget;
+      }
+      std::vector<uint32_t> ids = allowed(fast, vocabulary->size());
+      std::erase_if(ids, [&](uint32_t id) { return vocabulary->impl().is_end[id]; });
+      if (ids.empty()) break;
+      ASSERT_TRUE(state.advance_bytes(vocabulary->impl().bytes[ids[rng() % ids.size()]]).ok());
+    }
+  }
+}
+
+TEST(GrammarWalks, FreeTextGrammarsEndInTheirLanguage) {
+  const std::regex say("say: [^\n]*\n");
+  const std::regex lines("([a-zA-Z ,.]+\n)+");
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    const Walk a =
+        random_walk(compile_gbnf(class_grammars()[0]).value(), seed, static_cast<uint32_t>(40 + seed * 10), 200);
+    ASSERT_TRUE(a.ended) << a.text;
+    EXPECT_TRUE(std::regex_match(a.text, say)) << a.text;
+    size_t chars = 0;
+    for (const char c : a.text.substr(5, a.text.size() - 6)) chars += (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+    EXPECT_LE(chars, 200u) << a.text;
+    const Walk b =
+        random_walk(compile_gbnf(class_grammars()[1]).value(), seed, static_cast<uint32_t>(30 + seed * 10), 200);
+    ASSERT_TRUE(b.ended) << b.text;
+    EXPECT_TRUE(std::regex_match(b.text, lines)) << b.text;
+  }
 }
 
 TEST(GrammarMask, BudgetAndEndTokensAreExact) {
