@@ -22,7 +22,7 @@ const modules = process.env.KIPP_CLIENT_NODE_MODULES ||
   execFileSync(path.join(here, '..', 'clients', 'fetch_clients.sh'), { encoding: 'utf8' }).trim().split('\n').pop();
 const load = (name, file) => import(pathToFileURL(path.join(modules, name, file)).href);
 const { default: OpenAI } = await load('openai', 'index.mjs');
-const { zodResponseFormat, zodFunction } = await load('openai', 'helpers/zod.mjs');
+const { zodResponseFormat } = await load('openai', 'helpers/zod.mjs');
 const { z } = await load('zod', 'index.js');
 const { default: Ajv2020 } = await load('ajv', 'dist/2020.js');
 const { default: addFormats } = await load('ajv-formats', 'dist/index.js');
