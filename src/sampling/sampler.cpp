@@ -158,7 +158,9 @@ std::vector<TokenLogprob> Sampler::top_alternatives(std::span<const float> logit
   for (uint32_t i = 0; i < vocab_size_; ++i) c[i] = {static_cast<double>(logprob_of(logits[i], lse)), i};
   std::partial_sort(c.begin(), c.begin() + n_top, c.end(), more_likely);
   top.reserve(n_top);
-  for (uint32_t k = 0; k < n_top; ++k) top.push_back({c[k].id, static_cast<float>(c[k].value)});
+  // Masked tokens (-inf: a grammar forbids them) are not alternatives: fewer may be reported.
+  for (uint32_t k = 0; k < n_top && std::isfinite(c[k].value); ++k)
+    top.push_back({c[k].id, static_cast<float>(c[k].value)});
   return top;
 }
 

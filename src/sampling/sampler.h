@@ -40,7 +40,7 @@ struct TokenLogprob {
 struct SampledToken {
   uint32_t id = 0;
   float logprob = 0;
-  std::vector<TokenLogprob> top;  // the top_logprobs most likely, best first
+  std::vector<TokenLogprob> top;  // the top_logprobs most likely, best first (never a -inf one)
 };
 
 class Sampler {

@@ -104,6 +104,44 @@ await main('server_agents', async (t) => {
     }
   });
 
+  await t.section('constraints compose with n and logprobs; bad grammars are a 400 naming the keyword', async () => {
+    const schema = SCHEMAS.palette;
+    const validate = ajv.compile(schema);
+    const r = await client.chat.completions.create({
+      model: modelName, temperature: 1, seed: 77, n: 3, logprobs: true, top_logprobs: 2, max_tokens: 60,
+      messages: [{ role: 'user', content: 'A palette.' }], response_format: { type: 'json_schema', json_schema: { name: 'palette', schema } },
+    });
+    t.eq(r.choices.length, 3, 'n=3: three choices');
+    for (const c of r.choices) {
+      let value = null;
+      try { value = JSON.parse(c.message.content); } catch { /* reported below */ }
+      t.ok(value !== null && validate(value), `n=3 choice ${c.index}: ${fmt(c.message.content)}`);
+      const lp = c.logprobs && c.logprobs.content;
+      t.ok(Array.isArray(lp) && lp.length > 0 && lp.every((x) => Number.isFinite(x.logprob) && x.top_logprobs.every((a) => Number.isFinite(a.logprob))),
+        `n=3 choice ${c.index}: finite logprobs of the allowed tokens: ${fmt(lp)}`);
+    }
+    const bad = [
+      [{ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { '^a': {} } } } }, 'response_format', /patternProperties/],
+      [{ type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', pattern: '(a)\\1' } } }, 'response_format', /pattern|backreference/i],
+    ];
+    for (const [format, param, re] of bad) {
+      try {
+        await client.chat.completions.create({ model: modelName, max_tokens: 4, messages: [{ role: 'user', content: 'x' }], response_format: format });
+        t.fail(`${fmt(format)}: accepted`);
+      } catch (e) {
+        t.eq(e.status, 400, `${fmt(format)}: status`);
+        t.eq(e.param, param, `${fmt(format)}: param`);
+        t.ok(re.test(e.message), `${fmt(format)}: message names the keyword: ${e.message}`);
+      }
+    }
+    try {
+      await client.chat.completions.create({ model: modelName, max_tokens: 4, messages: [{ role: 'user', content: 'x' }], grammar: 'root ::= "a" undefined_rule' });
+      t.fail('GBNF with an undefined rule: accepted');
+    } catch (e) {
+      t.ok(e.status === 400 && e.param === 'grammar' && /undefined_rule/.test(e.message), `GBNF with an undefined rule: ${e.status} ${e.param} ${e.message}`);
+    }
+  });
+
   await t.section('openai: chat.completions.parse with zod', async () => {
     // zod counts string lengths in UTF-16 units, JSON Schema in characters: no string bounds here.
     const Event = z.object({ title: z.string(), attendees: z.array(z.enum(['ann', 'bo', 'cy'])).max(3), day: z.enum(['mon', 'tue', 'wed']), hours: z.number().int().min(1).max(8) });
