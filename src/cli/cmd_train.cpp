@@ -15,7 +15,10 @@
 #include "cli/commands.h"
 #include "cli/train_dashboard.h"
 #include "core/files.h"
+#include "model/registry.h"
+#include "pull/pull.h"
 #include "train/checkpoint.h"
+#include "train/init_source.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
 
@@ -29,6 +32,11 @@ so lists work. Checkpoints go to RUN_DIR/checkpoints/step-N (RUN_DIR = run.dir),
 RUN_DIR/latest and RUN_DIR/best (lowest validation loss) pointing at them; each is a Hugging
 Face folder that `kipp convert` turns into GGUF.
 
+--init starts a new run from a checkpoint's weights: a registry name (the folder `kipp pull`
+made), an HF checkpoint folder or a GGUF. Its config fills the model section: leave the model
+keys out, or any you give must equal the checkpoint's. Its tokenizer.json is the default
+tokenizer.
+
 --resume continues RUN_DIR from `latest` with the config saved there (plus any --set): the
 following steps are bitwise those of an uninterrupted run on the same thread count.
 Ctrl-C or SIGTERM saves a checkpoint and exits; a second Ctrl-C exits at once.
@@ -38,6 +46,8 @@ Examples:
   kipp train --config configs/tiny.yaml --set train.max_steps=20 --set run.dir=runs/try
   kipp train --resume runs/try --set train.max_steps=40
   kipp train --config configs/tiny.yaml --init runs/try/latest --set run.dir=runs/finetune
+  kipp pull Qwen/Qwen3-0.6B
+  kipp train --config configs/finetune-qwen3-0.6b.yaml --init Qwen/Qwen3-0.6B --set data.train=[chats.jsonl]
   kipp convert runs/try/latest -o try.gguf)";
 
 std::atomic<bool> g_stop_requested{false};
@@ -76,6 +86,25 @@ std::string duration_text(double seconds) {
   return text;
 }
 
+// --init SOURCE: a GGUF or HF folder on disk, else a registry name, which means the folder
+// `kipp pull` downloads it into.
+Expected<train::InitSource> open_init_source(const std::string& source) {
+  std::error_code error;
+  if (std::filesystem::exists(source, error)) return train::read_init_source(source, source);
+  const RegistryEntry* entry = Registry::builtin().find(source);
+  if (entry == nullptr) {
+    return make_error("--init " + source +
+                      ": no such file or folder, nor a registry name (kipp registry lists them); give a GGUF, an HF "
+                      "checkpoint folder or a name such as Qwen/Qwen3-0.6B");
+  }
+  KIPP_ASSIGN_OR_RETURN(const std::string dir, default_pull_dir(entry->id, entry->revision));
+  if (!file_exists(dir + "/config.json")) {
+    return make_error("--init " + source + ": " + entry->id + " has not been pulled (no " + dir +
+                      "/config.json); run `kipp pull " + entry->id + "` first, or give the folder or GGUF it is in");
+  }
+  return train::read_init_source(source, dir);
+}
+
 int run_train(const TrainArgs& args) {
   train::TrainRun run;
   const std::string config_path = args.resume.empty() ? args.config : args.resume + "/config.yaml";
@@ -86,14 +115,20 @@ int run_train(const TrainArgs& args) {
                           args.resume + " is a checkpoint"
                     : "--resume " + args.resume + ": no config.yaml there; is it the run.dir of a kipp train run?");
   }
-  auto config = train::load_train_config(config_path, args.overrides);
+  std::optional<train::InitSource> init;
+  if (!args.init.empty()) {
+    auto source = open_init_source(args.init);
+    if (!source) return fail(source.message());
+    init = std::move(*source);
+    run.init_path = init->path;
+  }
+  auto config = train::load_train_config(config_path, args.overrides, init ? &*init : nullptr);
   if (!config) return fail(config.message());
   run.config = std::move(*config);
   if (!args.resume.empty()) {
     run.resume = true;
     run.config.run_dir = args.resume;
   }
-  if (!args.init.empty()) run.init_path = args.init;
   if (args.until_step) run.until_step = args.until_step;
 
   // The dashboard draws on stderr; the summary below stays on stdout.
@@ -144,12 +179,16 @@ void register_train(CLI::App& app, Action& action) {
   auto* config_option = command->add_option("-c,--config", args->config, "Training config (YAML)");
   command->add_option("--set", args->overrides, "Override a config key: section.key=value (repeatable)");
   auto* resume_option = command->add_option("--resume", args->resume, "Continue the run in this folder from 'latest'");
-  command->add_option("--init", args->init, "Start from these weights: an HF checkpoint folder or a GGUF");
+  auto* init_option = command->add_option(
+      "--init", args->init,
+      "Start from this checkpoint (a registry name such as Qwen/Qwen3-0.6B once pulled, an HF folder or a GGUF); "
+      "its config fills the model section");
   command->add_flag("--plain", args->plain,
                     "Plain log lines instead of the live panel (also when stderr is not a terminal or TERM=dumb)");
   command->add_option("--until-step", args->until_step,
                       "Stop (saving a checkpoint) after this step; the schedule still runs to train.max_steps");
   config_option->excludes(resume_option);
+  init_option->excludes(resume_option);
   command->callback([&action, args, config_option, resume_option] {
     if (config_option->count() == 0 && resume_option->count() == 0) {
       action = [] { return fail("train: give --config FILE for a new run or --resume RUN_DIR"); };

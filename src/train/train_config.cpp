@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -548,8 +549,39 @@ void check_relations(TrainConfig& c, const Sources& sources, const std::string& 
   }
 }
 
+// ---- Starting from a checkpoint ------------------------------------------------------------
+
+std::string model_value_text(uint32_t value) { return std::to_string(value); }
+std::string model_value_text(bool value) { return value ? "true" : "false"; }
+// Whole numbers in full (rope_theta 1000000, as config.json writes it), others shortest.
+std::string model_value_text(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15) return std::to_string(int64_t(value));
+  return number_text(value);
+}
+
+// The model section is the source's config: a key the user left out takes the source's value, a
+// key set to `auto` resolves to it, and a key the user gave must equal it.
+void apply_init_source(TrainConfig& c, const InitSource& init, const Sources& sources,
+                       std::vector<std::string>& errors) {
+  visit_config_members([&](const ModelConfigField& field, auto member) {
+    if (field.yaml_key == nullptr) return;
+    auto& mine = c.model.dims.*member;
+    const auto& theirs = init.config.*member;
+    const auto it = sources.find(field.yaml_key);
+    if (it == sources.end() || (field.yaml_auto && mine == 0)) {
+      mine = theirs;
+    } else if (mine != theirs) {
+      const Source& given = it->second;
+      errors.push_back(given.origin + field.yaml_key + ": " +
+                       (given.origin == "--set " ? "set to " : "the config says ") + model_value_text(mine) + " but " +
+                       init.name + " has " + model_value_text(theirs));
+    }
+  });
+  if (!init.tokenizer.empty() && !sources.contains("tokenizer")) c.tokenizer = init.tokenizer;
+}
+
 Expected<TrainConfig> parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                            const std::string& base_dir, const std::string& origin) {
+                            const std::string& base_dir, const std::string& origin, const InitSource* init) {
   Sources sources;
   std::vector<std::string> errors;
   TrainConfig config;
@@ -562,6 +594,7 @@ Expected<TrainConfig> parse(const std::string& yaml_text, const std::vector<std:
     add_file_keys(root, origin, base_dir, sources, errors);
     for (const std::string& text : overrides) add_override(text, sources, errors);
     visit_fields(config, Reader(sources, errors));
+    if (init && errors.empty()) apply_init_source(config, *init, sources, errors);
   } catch (const YAML::Exception& error) {
     return make_error(origin + yaml_error_text(error));
   }
@@ -658,13 +691,14 @@ InitOptions TrainConfig::init() const {
 }
 
 Expected<TrainConfig> parse_train_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                                         const std::string& base_dir) {
-  return parse(yaml_text, overrides, base_dir, "");
+                                         const std::string& base_dir, const InitSource* init) {
+  return parse(yaml_text, overrides, base_dir, "", init);
 }
 
-Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides) {
+Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                                        const InitSource* init) {
   KIPP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
-  return parse(text, overrides, fs::path(path).parent_path().string(), path + ": ");
+  return parse(text, overrides, fs::path(path).parent_path().string(), path + ": ", init);
 }
 
 std::string to_yaml(const TrainConfig& config) {

@@ -17,6 +17,7 @@
 #include "core/status.h"
 #include "model/model_config.h"
 #include "train/adamw.h"
+#include "train/init_source.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
 
@@ -131,9 +132,14 @@ struct TrainConfig {
 // (so `--set data.train=[a.txt,b.txt]` works). `base_dir` is the folder relative input paths
 // in the text are resolved against ("": the working directory); load_train_config passes the
 // file's folder and prefixes errors with the file name.
+//
+// With `init`, every model key the user leaves out (or sets to `auto`) takes the source's value
+// and every model key the user gives must equal it: a difference is one error naming the key,
+// both values and the source. `tokenizer`, when not given, is the source's tokenizer.json.
 Expected<TrainConfig> parse_train_config(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                                         const std::string& base_dir);
-Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides);
+                                         const std::string& base_dir, const InitSource* init = nullptr);
+Expected<TrainConfig> load_train_config(const std::string& path, const std::vector<std::string>& overrides,
+                                        const InitSource* init = nullptr);
 
 // The fully resolved config as YAML (absolute paths), saved in the run folder for --resume.
 std::string to_yaml(const TrainConfig& config);

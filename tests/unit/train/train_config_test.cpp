@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/files.h"
+#include "train/init_source.h"
 #include "train/train_config.h"
 #include "unit/helpers/gguf_blueprint.h"
 #include "unit/helpers/test_assertions.h"
@@ -356,6 +357,109 @@ TEST(TrainConfig, ReferenceConfigListsEveryKeyWithItsDefault) {
   auto text = read_text_file(path);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(key_paths(YAML::Load(*text)), key_paths(YAML::Load(to_yaml(*defaults))));
+}
+
+// --init: a source config written by hand (the shape of Qwen3-0.6B, whose head width is not
+// d_model / n_heads) fills the model section; a key the user gives must equal it.
+InitSource qwen3_like_source() {
+  return InitSource{.name = "Qwen/Qwen3-0.6B",
+                    .path = "/models/qwen3",
+                    .config = ModelConfig{.hidden_size = 1024,
+                                          .num_layers = 28,
+                                          .num_heads = 16,
+                                          .num_kv_heads = 8,
+                                          .head_dim = 128,
+                                          .ffn_size = 3072,
+                                          .vocab_size = 151936,
+                                          .context_length = 40960,
+                                          .rope_theta = 1000000,
+                                          .rms_norm_eps = 1e-6,
+                                          .tie_embeddings = true,
+                                          .bos_token_id = 151643,
+                                          .eos_token_id = 151645},
+                    .tokenizer = "/models/qwen3/tokenizer.json"};
+}
+
+Expected<TrainConfig> parse_with_init(const std::string& yaml, std::vector<std::string> overrides = {}) {
+  overrides.insert(overrides.begin(), "data.train=[/data/a.txt]");
+  overrides.push_back("train.seq_len=128");
+  const InitSource init = qwen3_like_source();
+  return parse_train_config(yaml, overrides, "/configs", &init);
+}
+
+TEST(TrainConfigInit, FillsEveryModelKeyAndTheTokenizerFromTheSource) {
+  auto config = parse_with_init("");
+  ASSERT_TRUE(config.ok()) << config.message();
+  ModelConfig expected = qwen3_like_source().config;
+  EXPECT_TRUE(config->model_config(expected.bos_token_id, expected.eos_token_id) == expected) << to_yaml(*config);
+  EXPECT_EQ(config->tokenizer, "/models/qwen3/tokenizer.json");
+  // The saved run config carries the values, so a resume needs no source.
+  auto reread = parse_train_config(to_yaml(*config), {}, "");
+  ASSERT_TRUE(reread.ok()) << reread.message();
+  EXPECT_TRUE(*reread == *config);
+}
+
+TEST(TrainConfigInit, KeysThatAgreeOrSayAutoAreAccepted) {
+  auto config = parse_with_init(
+      "model: {d_model: 1024, n_layers: 28, rope_theta: 1.0e6, norm_eps: 1.0e-6, weight_tying: true,\n"
+      "        vocab_size: auto, head_dim: auto}\n"
+      "tokenizer: /other/tokenizer.json\n",
+      {"model.n_kv_heads=8"});
+  ASSERT_TRUE(config.ok()) << config.message();
+  EXPECT_EQ(config->model.dims.vocab_size, 151936u);
+  EXPECT_EQ(config->model.dims.head_dim, 128u);
+  EXPECT_EQ(config->tokenizer, "/other/tokenizer.json");
+}
+
+TEST(TrainConfigInit, EachDisagreeingKeyIsOneErrorWithBothValues) {
+  EXPECT_EQ(parse_with_init("model:\n  rope_theta: 10000\n").message(),
+            "model.rope_theta: the config says 10000 but Qwen/Qwen3-0.6B has 1000000");
+  EXPECT_EQ(parse_with_init("", {"model.d_model=768"}).message(),
+            "--set model.d_model: set to 768 but Qwen/Qwen3-0.6B has 1024");
+  EXPECT_EQ(parse_with_init("model: {weight_tying: false}\n").message(),
+            "model.weight_tying: the config says false but Qwen/Qwen3-0.6B has true");
+  EXPECT_EQ(parse_with_init("model: {vocab_size: 151669}\n").message(),
+            "model.vocab_size: the config says 151669 but Qwen/Qwen3-0.6B has 151936");
+  EXPECT_EQ(parse_with_init("model: {norm_eps: 1.0e-5}\n").message(),
+            "model.norm_eps: the config says 1e-05 but Qwen/Qwen3-0.6B has 1e-06");
+  EXPECT_EQ(parse_with_init("model: {head_dim: 64, n_heads: 16}\n").message(),
+            "model.head_dim: the config says 64 but Qwen/Qwen3-0.6B has 128");
+  // Two disagreements: two lines, in declaration order.
+  EXPECT_EQ(parse_with_init("model: {n_layers: 12, max_seq_len: 2048}\n").message(),
+            "model.n_layers: the config says 12 but Qwen/Qwen3-0.6B has 28\n"
+            "model.max_seq_len: the config says 2048 but Qwen/Qwen3-0.6B has 40960");
+}
+
+TEST(TrainConfigInit, ReadsTheSourceConfigOfAnHfFolder) {
+  testing::TempDir dir;
+  const std::string folder = dir.path() + "/ckpt";
+  fs::create_directories(folder);
+  ASSERT_TRUE(write_text_file_atomic(folder + "/config.json",
+                                     R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
+      "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+      "head_dim": 32, "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 512,
+      "rope_theta": 500000, "rms_norm_eps": 1e-5, "tie_word_embeddings": false,
+      "bos_token_id": 1, "eos_token_id": [2, 3]})")
+                  .ok());
+  auto source = read_init_source("mine", folder);
+  ASSERT_TRUE(source.ok()) << source.message();
+  EXPECT_TRUE(source->config == (ModelConfig{.hidden_size = 64,
+                                             .num_layers = 2,
+                                             .num_heads = 4,
+                                             .num_kv_heads = 2,
+                                             .head_dim = 32,
+                                             .ffn_size = 128,
+                                             .vocab_size = 1000,
+                                             .context_length = 512,
+                                             .rope_theta = 500000,
+                                             .rms_norm_eps = 1e-5,
+                                             .tie_embeddings = false,
+                                             .bos_token_id = 1,
+                                             .eos_token_id = 2}));
+  EXPECT_TRUE(source->tokenizer.empty());  // the folder has none
+  auto missing = read_init_source("gone", dir.path() + "/nothing");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(has_substr(missing.message(), "not a GGUF file nor a checkpoint folder with config.json"));
 }
 
 }  // namespace
