@@ -101,3 +101,53 @@ foreach(command "eval" "data;preview" "plot" "tokenizer;encode")
   add_test(NAME help_${name} COMMAND $<TARGET_FILE:kipp> ${command} --help)
   set_tests_properties(help_${name} PROPERTIES PASS_REGULAR_EXPRESSION "Usage:.*Options:")
 endforeach()
+
+# --init fills the model section from the source: the fine-tune config (no model section) runs
+# from the tiny HF folder, its GGUF (whose tokenizer is set here: a GGUF has no tokenizer.json)
+# and the 0.6b-shaped HF folder, and each checkpoint has the source's config.
+set(KIPP_FINETUNE_CONFIG ${CMAKE_SOURCE_DIR}/configs/finetune-qwen3-0.6b.yaml)
+set(KIPP_INIT_SCRIPT ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_init_source.sh)
+add_test(NAME train_init_fills_model_tiny_hf
+         COMMAND ${KIPP_INIT_SCRIPT} $<TARGET_FILE:kipp> ${KIPP_FINETUNE_CONFIG} ${KIPP_TRAIN_CORPUS}
+                 ${KIPP_MODELS}/tiny-hf ${KIPP_MODELS}/tiny-hf/config.json ${KIPP_TRAIN_WORK}/init-tiny-hf)
+add_test(NAME train_init_fills_model_tiny_gguf
+         COMMAND ${KIPP_INIT_SCRIPT} $<TARGET_FILE:kipp> ${KIPP_FINETUNE_CONFIG} ${KIPP_TRAIN_CORPUS}
+                 ${KIPP_MODELS}/tiny-bf16.gguf ${KIPP_MODELS}/tiny-hf/config.json ${KIPP_TRAIN_WORK}/init-tiny-gguf
+                 --set tokenizer=${KIPP_TRAIN_TOKENIZER})
+add_test(NAME train_init_fills_model_0.6b_hf
+         COMMAND ${KIPP_INIT_SCRIPT} $<TARGET_FILE:kipp> ${KIPP_FINETUNE_CONFIG} ${KIPP_TRAIN_CORPUS}
+                 ${KIPP_MODELS}/qwen3-0.6b-hf ${KIPP_MODELS}/qwen3-0.6b-hf/config.json ${KIPP_TRAIN_WORK}/init-0.6b-hf)
+set_tests_properties(train_init_fills_model_tiny_hf PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus" TIMEOUT 300
+                     PASS_REGULAR_EXPRESSION "PASS")
+set_tests_properties(train_init_fills_model_tiny_gguf PROPERTIES FIXTURES_REQUIRED "gguf_tiny_bf16;train_corpus"
+                     TIMEOUT 300 PASS_REGULAR_EXPRESSION "PASS")
+set_tests_properties(train_init_fills_model_0.6b_hf PROPERTIES FIXTURES_REQUIRED "hf_06b;train_corpus" TIMEOUT 900
+                     RESOURCE_LOCK big_memory PASS_REGULAR_EXPRESSION "PASS")
+
+# A model key that disagrees with the source is one error naming it and both values.
+set(KIPP_INIT_SETS --set data.train=[${KIPP_TRAIN_CORPUS}] --set run.dir=${KIPP_TRAIN_WORK}/init-refused)
+add_test(NAME train_init_refuses_rope_theta
+         COMMAND ${KIPP_EXPECT_ERROR} "error: --set model\\.rope_theta: set to 10000 but .*qwen3-0\\.6b-hf has 1000000$"
+                 $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init ${KIPP_MODELS}/qwen3-0.6b-hf
+                 ${KIPP_INIT_SETS} --set model.rope_theta=10000)
+add_test(NAME train_init_refuses_dimension
+         COMMAND ${KIPP_EXPECT_ERROR} "error: --set model\\.d_model: set to 768 but .*qwen3-0\\.6b-q8_0\\.gguf has 1024$"
+                 $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init ${KIPP_MODELS}/qwen3-0.6b-q8_0.gguf
+                 ${KIPP_INIT_SETS} --set tokenizer=${KIPP_TRAIN_TOKENIZER} --set model.d_model=768)
+# Two disagreements are two lines, each naming its key.
+add_test(NAME train_init_refuses_vocabulary_and_tying
+         COMMAND sh -c "out=$(${KIPP_EXPECT_ERROR} 'error: --set model.vocab_size: set to 151669 but .*tiny-hf has 151936$' $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init ${KIPP_MODELS}/tiny-hf --set data.train=[${KIPP_TRAIN_CORPUS}] --set model.vocab_size=151669 --set model.weight_tying=false) && echo \"$out\" | grep -E '^--set model.weight_tying: set to false but .*tiny-hf has true$'")
+set_tests_properties(train_init_refuses_rope_theta PROPERTIES FIXTURES_REQUIRED hf_06b)
+set_tests_properties(train_init_refuses_dimension PROPERTIES FIXTURES_REQUIRED "gguf_qwen3-0.6b_q8_0;tiny_hf")
+set_tests_properties(train_init_refuses_vocabulary_and_tying PROPERTIES FIXTURES_REQUIRED tiny_hf)
+
+# A registry name means the folder `kipp pull` made (under KIPP_MODELS_DIR): missing, the error
+# says what to pull; present (the 0.6b-shaped folder standing in for it), it is the source.
+set(KIPP_INIT_PULLED ${KIPP_TRAIN_WORK}/init-pulled)
+add_test(NAME train_init_registry_not_pulled
+         COMMAND ${CMAKE_COMMAND} -E env KIPP_MODELS_DIR=${KIPP_TRAIN_WORK}/init-not-pulled ${KIPP_EXPECT_ERROR}
+                 "error: --init Qwen/Qwen3-0\\.6B: Qwen/Qwen3-0\\.6B has not been pulled .*run `kipp pull Qwen/Qwen3-0\\.6B` first"
+                 $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init Qwen/Qwen3-0.6B ${KIPP_INIT_SETS})
+add_test(NAME train_init_registry_pulled
+         COMMAND sh -c "rm -rf ${KIPP_INIT_PULLED} && mkdir -p ${KIPP_INIT_PULLED} && ln -s ${KIPP_MODELS}/qwen3-0.6b-hf ${KIPP_INIT_PULLED}/Qwen--Qwen3-0.6B@$(jq -r '.checkpoints[] | select(.id == \"Qwen/Qwen3-0.6B\") | .revision[0:12]' ${CMAKE_SOURCE_DIR}/registry/qwen3_dense.json) && KIPP_MODELS_DIR=${KIPP_INIT_PULLED} ${KIPP_EXPECT_ERROR} 'error: --set model.n_layers: set to 2 but qwen3-0.6b has 28$' $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init qwen3-0.6b --set data.train=[${KIPP_TRAIN_CORPUS}] --set model.n_layers=2")
+set_tests_properties(train_init_registry_pulled PROPERTIES FIXTURES_REQUIRED hf_06b PASS_REGULAR_EXPRESSION "PASS")
