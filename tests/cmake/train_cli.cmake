@@ -101,3 +101,13 @@ foreach(command "eval" "data;preview" "plot" "tokenizer;encode")
   add_test(NAME help_${name} COMMAND $<TARGET_FILE:kipp> ${command} --help)
   set_tests_properties(help_${name} PROPERTIES PASS_REGULAR_EXPRESSION "Usage:.*Options:")
 endforeach()
+
+# Multi-turn qwen3 SFT in the preview, with the real Qwen3 tokenizer: every assistant turn carries
+# loss (tool calls included), the first turn's reasoning is dropped as the template drops it, and
+# tool definitions, tool responses and questions are context.
+add_test(NAME data_preview_qwen3_tools
+         COMMAND $<TARGET_FILE:kipp> data preview ${CMAKE_CURRENT_SOURCE_DIR}/train/sft_qwen3_tools.jsonl
+                 -t ${KIPP_MODELS}/tiny-bf16.gguf --chat-format qwen3 --no-color --strict -n 1)
+set_tests_properties(data_preview_qwen3_tools PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "conversation, qwen3.*⟦Hello! Where to.*⟦<think>.*Use the tool.*get_weather.*⟧.*tool_response.*⟦<think>.*Report it.*It is -2 degrees"
+                     FAIL_REGULAR_EXPRESSION "Greet back|cannot tokenize|[1-9] malformed|⟦[^⟧]*tool_response|⟦[^⟧]*Weather in Oslo|⟦[^⟧]*# Tools")
