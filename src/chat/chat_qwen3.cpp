@@ -86,7 +86,8 @@ constexpr std::string_view kToolsPostamble =
 
 }  // namespace
 
-Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const ChatOptions& options) {
+Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const ChatOptions& options,
+                                   std::vector<ChatSpan>* assistant_spans) {
   const size_t n = messages.size();
   // The template reads messages[0]: jinja2 (transformers) fails on an empty list.
   if (n == 0) return make_error("messages: the qwen3 format needs at least one message");
@@ -154,13 +155,14 @@ Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const 
         reasoning = lstrip_newlines(before);
         content = lstrip_newlines(content.substr(content.rfind("</think>") + std::string_view("</think>").size()));
       }
+      out += "<|im_start|>assistant\n";
+      const size_t begin = out.size();
       if (static_cast<long>(i) > last_query_index && (last || !reasoning.empty())) {
-        out += "<|im_start|>assistant\n<think>\n";
+        out += "<think>\n";
         out += strip_newlines(reasoning);
         out += "\n</think>\n\n";
         out += lstrip_newlines(content);
       } else {
-        out += "<|im_start|>assistant\n";
         out += content;
       }
       for (size_t c = 0; c < message.tool_calls.size(); ++c) {
@@ -179,6 +181,7 @@ Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const 
         out += "}\n</tool_call>";
       }
       out += "<|im_end|>\n";
+      if (assistant_spans != nullptr) assistant_spans->push_back({begin, out.size()});
     } else if (message.role == "tool") {
       if (i == 0 || messages[i - 1].role != "tool") out += "<|im_start|>user";
       out += "\n<tool_response>\n" + message.content + "\n</tool_response>";

@@ -4,13 +4,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "chat/chat_template.h"
 #include "core/status.h"
 
 namespace kipp::chat_detail {
 
-Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const ChatOptions& options);
+// `assistant_spans`, when given, receives each assistant turn's span (see ChatRendering).
+Expected<std::string> render_qwen3(std::span<const ChatMessage> messages, const ChatOptions& options,
+                                   std::vector<ChatSpan>* assistant_spans = nullptr);
 Expected<std::string> render_chatml(std::span<const ChatMessage> messages, const ChatOptions& options);
 Expected<std::string> render_llama2(std::span<const ChatMessage> messages, const ChatOptions& options);
 Expected<std::string> render_llama3(std::span<const ChatMessage> messages, const ChatOptions& options);

@@ -149,6 +149,35 @@ Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage
   return make_error("unknown chat format");
 }
 
+Expected<ChatRendering> render_chat_spans(ChatFormat format, std::span<const ChatMessage> messages,
+                                          const ChatOptions& options) {
+  ChatRendering rendering;
+  if (format == ChatFormat::Qwen3) {
+    KIPP_ASSIGN_OR_RETURN(rendering.text, chat_detail::render_qwen3(messages, options, &rendering.assistant_spans));
+    return rendering;
+  }
+  KIPP_ASSIGN_OR_RETURN(rendering.text, render_chat(format, messages, options));
+  ChatOptions open = options;
+  open.add_generation_prompt = true;
+  ChatOptions closed = options;
+  closed.add_generation_prompt = false;
+  size_t done = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role != "assistant") continue;
+    KIPP_ASSIGN_OR_RETURN(std::string before, render_chat(format, messages.first(i), open));
+    KIPP_ASSIGN_OR_RETURN(std::string through, render_chat(format, messages.first(i + 1), closed));
+    if (!rendering.text.starts_with(before) || !rendering.text.starts_with(through) || through.size() < before.size() ||
+        before.size() < done) {
+      return chat_detail::message_error(i, "the " + std::string(chat_format_name(format)) +
+                                               " rendering of this assistant turn is not a continuation of the "
+                                               "earlier messages'");
+    }
+    rendering.assistant_spans.push_back({before.size(), through.size()});
+    done = through.size();
+  }
+  return rendering;
+}
+
 Expected<std::vector<ChatMessage>> parse_chat_messages(std::string_view json_text) {
   // Ordered: a tool call's JSON arguments are rendered with their keys in the order given.
   nlohmann::ordered_json parsed;

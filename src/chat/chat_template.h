@@ -58,6 +58,28 @@ Expected<ChatFormat> chat_format_of(const Model& model);
 Expected<std::string> render_chat(ChatFormat format, std::span<const ChatMessage> messages,
                                   const ChatOptions& options = {});
 
+// Bytes [begin, end) of a rendering.
+struct ChatSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
+// A rendering and, for each assistant message in order, the span of its turn that the model
+// generates: from after the turn's header through its end-of-turn marker (for ChatML and Qwen3,
+// after "<|im_start|>assistant\n" through "<|im_end|>\n"), as the turn renders within the
+// whole conversation (Qwen3 drops the reasoning of turns before the last user query).
+struct ChatRendering {
+  std::string text;
+  std::vector<ChatSpan> assistant_spans;
+};
+
+// Qwen3's renderer reports its spans as it renders. The other formats render incrementally:
+// a turn starts where the rendering of the messages before it with the generation prompt ends
+// and ends where the rendering through it ends; both must be prefixes of the whole, or the
+// conversation is an error naming the message.
+Expected<ChatRendering> render_chat_spans(ChatFormat format, std::span<const ChatMessage> messages,
+                                          const ChatOptions& options);
+
 // Parses an OpenAI-style messages array (JSON text): objects with "role" (system, user,
 // assistant, tool), "content" (a string; null is the empty string), and on assistant messages
 // optionally "reasoning_content" or its alias "reasoning" (string or null) and "tool_calls"

@@ -8,7 +8,8 @@
 namespace kipp::data {
 namespace {
 
-using nlohmann::json;
+// Ordered: tool definitions and tool-call arguments render with their keys in the order given.
+using json = nlohmann::ordered_json;
 
 // More values than this in one record (commas and colons outside strings) is malformed: the
 // parsed tree costs tens of bytes per value, so a 64 MiB line of "1,1,1,..." must not be built.
@@ -262,12 +263,52 @@ std::string message_list(const json& value, const std::string& key, const json*&
   return {};
 }
 
+// The record's optional "tools": an array of objects, or a string holding one (LLaMA-Factory's
+// ShareGPT files store it as JSON text). What is wrong, or empty with `record.tools` set.
+std::string tools_field(const json& value, Record& record) {
+  const auto it = value.find("tools");
+  if (it == value.end() || it->is_null() || (it->is_string() && it->get_ref<const std::string&>().empty())) return {};
+  auto tools = parse_chat_tools(it->is_string() ? it->get_ref<const std::string&>() : it->dump());
+  if (!tools.ok()) return tools.message();
+  record.tools = std::move(*tools);
+  return {};
+}
+
+// A ShareGPT "function_call" turn's value: JSON text of one {"name", "arguments"} object or an
+// array of them, as LLaMA-Factory writes it. What is wrong, or empty with `calls` set.
+std::string function_calls(const std::string& where, const std::string& text, std::vector<ChatToolCall>& calls) {
+  const json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return where + ": the function_call value is not JSON";
+  const json list = parsed.is_array() ? parsed : json::array({parsed});
+  for (size_t j = 0; j < list.size(); ++j) {
+    const std::string at = where + ": call " + std::to_string(j) + ": ";
+    const json& call = list[j];
+    if (!call.is_object()) return not_object(call, at + "the call");
+    ChatToolCall parsed_call;
+    std::string problem = string_field(call, at, "name", false, parsed_call.name);
+    if (!problem.empty()) return problem;
+    const auto arguments = call.find("arguments");
+    if (arguments == call.end()) return at + "missing key \"arguments\"";
+    if (arguments->is_string()) {
+      parsed_call.arguments = arguments->get_ref<const std::string&>();
+    } else if (arguments->is_object() || arguments->is_array()) {
+      parsed_call.arguments = arguments->dump();
+      parsed_call.arguments_is_json = true;
+    } else {
+      return at + "key \"arguments\" is " + std::string(arguments->type_name()) + ", expected an object or a string";
+    }
+    calls.push_back(std::move(parsed_call));
+  }
+  return {};
+}
+
 std::string sharegpt_record(const json& value, Record& record) {
   const json* list = nullptr;
   std::string problem = message_list(value, "conversations", list);
   if (!problem.empty()) return problem;
   std::string system;
   problem = string_field(value, "", "system", true, system);
+  if (problem.empty()) problem = tools_field(value, record);
   if (!problem.empty()) return problem;
   if (!system.empty()) record.messages.push_back({"system", std::move(system), std::nullopt});
   for (size_t i = 0; i < list->size(); ++i) {
@@ -278,6 +319,13 @@ std::string sharegpt_record(const json& value, Record& record) {
     problem = string_field(turn, where + ": ", "from", false, from);
     if (problem.empty()) problem = string_field(turn, where + ": ", "value", false, text);
     if (!problem.empty()) return problem;
+    if (from == "function_call") {
+      ChatMessage call{"assistant", "", std::nullopt};
+      problem = function_calls(where, text, call.tool_calls);
+      if (!problem.empty()) return problem;
+      record.messages.push_back(std::move(call));
+      continue;
+    }
     std::string role;
     if (from == "system") {
       role = "system";
@@ -285,40 +333,27 @@ std::string sharegpt_record(const json& value, Record& record) {
       role = "user";
     } else if (from == "gpt" || from == "assistant") {
       role = "assistant";
+    } else if (from == "observation" || from == "tool") {
+      role = "tool";
     } else {
-      return where + ": unsupported role " + in_quotes(from) + " (expected system, human, user, gpt or assistant)";
+      return where + ": unsupported role " + in_quotes(from) +
+             " (expected system, human, user, gpt, assistant, function_call, observation or tool)";
     }
     record.messages.push_back({std::move(role), std::move(text), std::nullopt});
   }
   return {};
 }
 
+// OpenAI messages as the chat layer parses them (the one definition of roles, content,
+// reasoning and tool_calls), plus the record's tools. tool_call_id is accepted and not rendered.
 std::string openai_record(const json& value, Record& record) {
   const json* list = nullptr;
   std::string problem = message_list(value, "messages", list);
+  if (problem.empty()) problem = tools_field(value, record);
   if (!problem.empty()) return problem;
-  for (size_t i = 0; i < list->size(); ++i) {
-    const json& message = (*list)[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!message.is_object()) return not_object(message, where);
-    std::string role, content, reasoning;
-    problem = string_field(message, where + ": ", "role", false, role);
-    if (!problem.empty()) return problem;
-    const auto calls = message.find("tool_calls");
-    if (calls != message.end() && !calls->is_null() && !(calls->is_array() && calls->empty())) {
-      return where + ": tool calls are not supported";
-    }
-    if (role != "system" && role != "user" && role != "assistant") {
-      return where + ": unsupported role " + in_quotes(role) + " (expected system, user or assistant)";
-    }
-    problem = string_field(message, where + ": ", "content", false, content);
-    if (problem.empty()) problem = string_field(message, where + ": ", "reasoning_content", true, reasoning);
-    if (!problem.empty()) return problem;
-    std::optional<std::string> reasoning_content;
-    const auto given = message.find("reasoning_content");
-    if (given != message.end() && !given->is_null()) reasoning_content = std::move(reasoning);
-    record.messages.push_back({std::move(role), std::move(content), std::move(reasoning_content)});
-  }
+  auto messages = parse_chat_messages(list->dump());
+  if (!messages.ok()) return messages.message();
+  record.messages = std::move(*messages);
   return {};
 }
 

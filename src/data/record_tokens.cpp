@@ -1,7 +1,6 @@
 #include "data/record_tokens.h"
 
 #include <algorithm>
-#include <span>
 
 namespace kipp::data {
 namespace {
@@ -15,43 +14,33 @@ Status append_tokens(const TrainingTokenizer& tokenizer, std::string_view text, 
   return {};
 }
 
-// A conversation's rendering cut where each assistant turn begins and ends: the text up to the
-// turn is the rendering of the earlier messages with the generation prompt, and the turn ends
-// where the rendering of the messages up to it ends. Both must be prefixes of the whole
-// rendering, or the spans would not be the text the model sees at generation time.
+// A conversation is rendered once; the assistant spans of that rendering carry loss. Each span
+// and each piece of context between spans is tokenized on its own, so no token straddles a span
+// boundary and the mask is exact by construction. A span begins right after the turn header's
+// newline and (ChatML, Qwen3) ends after "<|im_end|>\n", just before a special token, so the ids
+// are the whole rendering's own tokenization unless a turn's text begins with whitespace.
 Expected<RecordTokens> tokenize_conversation(const Record& record, const TrainingTokenizer& tokenizer,
                                              const RecordTokenOptions& options) {
-  const std::span<const ChatMessage> messages(record.messages);
   ChatOptions closed;
   closed.add_generation_prompt = false;
-  KIPP_ASSIGN_OR_RETURN(std::string whole, render_chat(options.chat_format, messages, closed));
+  closed.tools = record.tools;
+  KIPP_ASSIGN_OR_RETURN(ChatRendering rendering, render_chat_spans(options.chat_format, record.messages, closed));
+  const std::string_view whole = rendering.text;
   RecordTokens out;
   size_t done = 0;
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].role != "assistant") continue;
-    ChatOptions open;
-    open.add_generation_prompt = true;
-    KIPP_ASSIGN_OR_RETURN(std::string before, render_chat(options.chat_format, messages.first(i), open));
-    KIPP_ASSIGN_OR_RETURN(std::string through, render_chat(options.chat_format, messages.first(i + 1), closed));
-    if (!whole.starts_with(before) || !whole.starts_with(through) || through.size() < before.size() ||
-        before.size() < done) {
-      return make_error("the " + std::string(chat_format_name(options.chat_format)) + " rendering of message " +
-                        std::to_string(i) + " (assistant) is not a continuation of the earlier messages'");
-    }
-    KIPP_RETURN_IF_ERROR(append_tokens(tokenizer, std::string_view(whole).substr(done, before.size() - done),
-                                       SpecialTokens::Parse, false, out));
-    KIPP_RETURN_IF_ERROR(append_tokens(tokenizer,
-                                       std::string_view(whole).substr(before.size(), through.size() - before.size()),
-                                       SpecialTokens::Parse, true, out));
-    done = through.size();
+  for (const ChatSpan& span : rendering.assistant_spans) {
+    KIPP_RETURN_IF_ERROR(
+        append_tokens(tokenizer, whole.substr(done, span.begin - done), SpecialTokens::Parse, false, out));
+    KIPP_RETURN_IF_ERROR(
+        append_tokens(tokenizer, whole.substr(span.begin, span.end - span.begin), SpecialTokens::Parse, true, out));
+    done = span.end;
   }
-  KIPP_RETURN_IF_ERROR(
-      append_tokens(tokenizer, std::string_view(whole).substr(done), SpecialTokens::Parse, false, out));
+  KIPP_RETURN_IF_ERROR(append_tokens(tokenizer, whole.substr(done), SpecialTokens::Parse, false, out));
   // The end token separates packed conversations; the assistant's end-of-turn marker is what
   // the model learns to stop on, so the separator itself carries no loss.
   out.ids.push_back(tokenizer.eos_id);
   out.counts.push_back(0);
-  out.rendered = std::move(whole);
+  out.rendered = std::move(rendering.text);
   return out;
 }
 

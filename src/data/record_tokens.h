@@ -26,7 +26,8 @@ struct RecordTokenOptions {
 };
 
 // Errors describe what is wrong with the record (the caller adds the origin): a conversation
-// the chat format cannot render, or one whose turns do not render as prefixes of each other.
+// the chat format cannot render (tools with a format other than qwen3, say), or, for formats
+// other than qwen3, one whose turns do not render as prefixes of each other.
 Expected<RecordTokens> tokenize_record(const Record& record, const TrainingTokenizer& tokenizer,
                                        const RecordTokenOptions& options);
 

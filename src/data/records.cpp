@@ -202,6 +202,7 @@ class MultiFileReader final : public RecordReader {
         file_malformed_ = 0;
       }
       malformed_.clear();
+      record.tools.clear();  // only JSON sources set them
       KIPP_ASSIGN_OR_RETURN(bool more, source_->next(record, malformed_));
       stats_.bytes = done_bytes_ + source_->bytes_consumed();
       if (!more) {

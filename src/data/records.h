@@ -23,7 +23,7 @@ enum class DatasetFormat {
   Parquet,   // the string column `text_field`
   Alpaca,    // {instruction, input, output} (JSONL, JSON array or Parquet columns)
   ShareGpt,  // {conversations: [{from: system|human|gpt, value}]}
-  OpenAi,    // {messages: [{role, content}]}
+  OpenAi,    // {messages: [{role, content, tool_calls?}], tools?}
 };
 
 std::string_view dataset_format_name(DatasetFormat format);  // "auto", "text", "jsonl", ...
@@ -50,6 +50,8 @@ struct Record {
   // A plain document when `messages` is empty; a conversation otherwise (`text` unused).
   std::string text;
   std::vector<ChatMessage> messages;
+  // A conversation's tool definitions (ChatOptions::tools), from the record's "tools".
+  std::vector<std::string> tools;
   // False for all but the last piece of a document too large to hold at once (a text file with
   // no separator is read in pieces of about 1 MiB, cut at line ends): no end token follows it.
   bool ends_document = true;

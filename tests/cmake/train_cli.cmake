@@ -151,3 +151,13 @@ add_test(NAME train_init_registry_not_pulled
 add_test(NAME train_init_registry_pulled
          COMMAND sh -c "rm -rf ${KIPP_INIT_PULLED} && mkdir -p ${KIPP_INIT_PULLED} && ln -s ${KIPP_MODELS}/qwen3-0.6b-hf ${KIPP_INIT_PULLED}/Qwen--Qwen3-0.6B@$(jq -r '.checkpoints[] | select(.id == \"Qwen/Qwen3-0.6B\") | .revision[0:12]' ${CMAKE_SOURCE_DIR}/registry/qwen3_dense.json) && KIPP_MODELS_DIR=${KIPP_INIT_PULLED} ${KIPP_EXPECT_ERROR} 'error: --set model.n_layers: set to 2 but qwen3-0.6b has 28$' $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init qwen3-0.6b --set data.train=[${KIPP_TRAIN_CORPUS}] --set model.n_layers=2")
 set_tests_properties(train_init_registry_pulled PROPERTIES FIXTURES_REQUIRED hf_06b PASS_REGULAR_EXPRESSION "PASS")
+
+# Multi-turn qwen3 SFT in the preview, with the real Qwen3 tokenizer: every assistant turn carries
+# loss (tool calls included), the first turn's reasoning is dropped as the template drops it, and
+# tool definitions, tool responses and questions are context.
+add_test(NAME data_preview_qwen3_tools
+         COMMAND $<TARGET_FILE:kipp> data preview ${CMAKE_CURRENT_SOURCE_DIR}/train/sft_qwen3_tools.jsonl
+                 -t ${KIPP_MODELS}/tiny-bf16.gguf --chat-format qwen3 --no-color --strict -n 1)
+set_tests_properties(data_preview_qwen3_tools PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "conversation, qwen3.*⟦Hello! Where to.*⟦<think>.*Use the tool.*get_weather.*⟧.*tool_response.*⟦<think>.*Report it.*It is -2 degrees"
+                     FAIL_REGULAR_EXPRESSION "Greet back|cannot tokenize|[1-9] malformed|⟦[^⟧]*tool_response|⟦[^⟧]*Weather in Oslo|⟦[^⟧]*# Tools")

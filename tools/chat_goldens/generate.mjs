@@ -248,6 +248,13 @@ cases.push(
     tool("{\"temp\": -2}"), tool("Café A, Café B")], { add_generation_prompt: true, tools: [weatherTool, searchTool] }],
   ["calls-tools-no-system-think-false", [user("Weather in Oslo?"), calls("", [["get_weather", { city: "Oslo" }]]),
     tool("{\"temp\": -2}"), asst("It is -2 degrees.")], { add_generation_prompt: false, enable_thinking: false, tools: [weatherTool] }],
+  // A training conversation (kipp's multi-turn SFT): three assistant turns, the first one's
+  // reasoning dropped (before the last query), a tool chain after it keeping its reasoning.
+  ["sft-multi-turn-tools", [sys("You are a travel helper."), user("Hi!"), asst("Hello! Where to?", "Greet back."),
+    user("Weather in Oslo, and cafés there?"),
+    calls("", [["get_weather", { city: "Oslo", unit: "C" }], ["search", "{\"query\": \"cafés Oslo\"}"]], "Two tools."),
+    tool("{\"temp\": -2}"), tool("Café A, Café B"), asst("It is -2 °C; try Café A.", "Summarize both.")],
+    { add_generation_prompt: false, tools: [weatherTool, searchTool] }],
 );
 
 // --- render ------------------------------------------------------------------------------------

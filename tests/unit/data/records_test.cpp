@@ -540,59 +540,93 @@ TEST(Records, ShareGptConversations) {
       "{\"conversations\": [{\"from\": \"human\", \"value\": \"only a question\"}]}\n"
       "{\"conversations\": []}\n"
       "{\"conversations\": [{\"from\": \"function_call\", \"value\": \"f\"}]}\n"
+      "{\"conversations\": [{\"from\": \"bot\", \"value\": \"f\"}]}\n"
       "{\"conversations\": [{\"from\": \"human\"}]}\n"
       "{\"conversations\": \"text\"}\n"
       "{\"system\": \"top\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"gpt\", "
-      "\"value\": \"r\"}]}\n");
+      "\"value\": \"r\"}]}\n"
+      // LLaMA-Factory's tool form: tools as JSON text, function_call and observation turns.
+      "{\"tools\": \"[{\\\"name\\\": \\\"f\\\"}]\", \"conversations\": [{\"from\": \"human\", \"value\": \"q\"},"
+      " {\"from\": \"function_call\", \"value\": \"{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": {\\\"z\\\": 1, "
+      "\\\"a\\\": 2}}\"},"
+      " {\"from\": \"observation\", \"value\": \"3\"}, {\"from\": \"gpt\", \"value\": \"done\"}]}\n"
+      "{\"tools\": 5, \"conversations\": [{\"from\": \"human\", \"value\": \"q\"}]}\n"
+      "{\"conversations\": [{\"from\": \"function_call\", \"value\": \"[{\\\"arguments\\\": {}}]\"}]}\n");
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
-  ASSERT_EQ(read.records.size(), 3u);
+  ASSERT_EQ(read.records.size(), 4u);
   EXPECT_EQ(turns(read.records[0]),
             (std::vector<std::string>{"system: S", "user: Hi 👋", "assistant: Hello", "user: u", "assistant: a"}));
   // No assistant message: still a record (the tokenizer stage counts it as all-masked).
   EXPECT_EQ(turns(read.records[1]), (std::vector<std::string>{"user: only a question"}));
   EXPECT_EQ(turns(read.records[2]), (std::vector<std::string>{"system: top", "user: q", "assistant: r"}));
-  EXPECT_EQ(lines(read), (std::vector<uint64_t>{1, 2, 7}));
-  ASSERT_EQ(read.reports.size(), 4u);
+  const Record& tools = read.records[3];
+  EXPECT_EQ(turns(tools), (std::vector<std::string>{"user: q", "assistant: ", "tool: 3", "assistant: done"}));
+  EXPECT_EQ(tools.tools, (std::vector<std::string>{R"({"name":"f"})"}));
+  ASSERT_EQ(tools.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(tools.messages[1].tool_calls[0].name, "f");
+  EXPECT_EQ(tools.messages[1].tool_calls[0].arguments, R"({"z":1,"a":2})");  // key order kept
+  EXPECT_TRUE(tools.messages[1].tool_calls[0].arguments_is_json);
+  EXPECT_EQ(lines(read), (std::vector<uint64_t>{1, 2, 8, 9}));
+  ASSERT_EQ(read.reports.size(), 7u);
   EXPECT_TRUE(has_substr(read.reports[0], path + ":3: empty conversation"));
-  EXPECT_TRUE(has_substr(read.reports[1], path + ":4: conversations[0]: unsupported role \"function_call\""));
-  EXPECT_TRUE(has_substr(read.reports[2], path + ":5: conversations[0]: missing key \"value\""));
-  EXPECT_TRUE(has_substr(read.reports[3], path + ":6: key \"conversations\" is string, expected an array"));
+  EXPECT_TRUE(has_substr(read.reports[1], path + ":4: conversations[0]: the function_call value is not JSON"));
+  EXPECT_TRUE(has_substr(read.reports[2], path + ":5: conversations[0]: unsupported role \"bot\""));
+  EXPECT_TRUE(has_substr(read.reports[3], path + ":6: conversations[0]: missing key \"value\""));
+  EXPECT_TRUE(has_substr(read.reports[4], path + ":7: key \"conversations\" is string, expected an array"));
+  EXPECT_TRUE(has_substr(read.reports[5], path + ":10: tools: expected a JSON array, found number"));
+  EXPECT_TRUE(has_substr(read.reports[6], path + ":11: conversations[0]: call 0: missing key \"name\""));
 }
 
 TEST(Records, OpenAiMessages) {
   testing::TempDir dir;
   const std::string path = dir.file("o.json");
-  write_bytes(path,
-              "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"Q\"},"
-              " {\"role\": \"assistant\", \"content\": \"A\", \"reasoning_content\": \"think\"}]}\n"
-              "{\"messages\": [{\"role\": \"user\", \"content\": \"Q\"}, {\"role\": \"assistant\", \"content\": null,"
-              " \"tool_calls\": [{\"id\": \"1\"}]}]}\n"
-              "{\"messages\": [{\"role\": \"tool\", \"content\": \"r\"}]}\n"
-              "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]}\n"
-              "{\"messages\": []}\n"
-              "{\"messages\": [\"hi\"]}\n"
-              "{\"messages\": [{\"role\": \"user\", \"content\": \"no answer\"}]}\n");
+  write_bytes(
+      path,
+      "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"Q\"},"
+      " {\"role\": \"assistant\", \"content\": \"A\", \"reasoning_content\": \"think\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"Q\"}, {\"role\": \"assistant\", \"content\": null,"
+      " \"tool_calls\": [{\"id\": \"1\"}]}]}\n"
+      "{\"messages\": [{\"role\": \"function\", \"content\": \"r\"}]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"x\"}]}]}\n"
+      "{\"messages\": []}\n"
+      "{\"messages\": [\"hi\"]}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"no answer\"}]}\n"
+      "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}],"
+      " \"messages\": [{\"role\": \"user\", \"content\": \"Q\"}, {\"role\": \"assistant\", \"content\": null,"
+      " \"tool_calls\": [{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\","
+      " \"arguments\": \"{\\\"x\\\": 1}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"2\"},"
+      " {\"role\": \"assistant\", \"content\": \"It is 2.\"}]}\n"
+      "{\"tools\": [\"f\"], \"messages\": [{\"role\": \"user\", \"content\": \"Q\"}]}\n");
   auto read = read_one(path);
   ASSERT_TRUE(read.status.ok()) << read.status.message();
-  ASSERT_EQ(read.records.size(), 2u);
+  ASSERT_EQ(read.records.size(), 3u);
   EXPECT_EQ(turns(read.records[0]), (std::vector<std::string>{"system: S", "user: Q", "assistant: A"}));
   EXPECT_EQ(read.records[0].messages[2].reasoning_content, std::optional<std::string>("think"));
   EXPECT_EQ(read.records[0].messages[1].reasoning_content, std::nullopt);
   EXPECT_EQ(turns(read.records[1]), (std::vector<std::string>{"user: no answer"}));
-  EXPECT_EQ(lines(read), (std::vector<uint64_t>{1, 7}));
-  ASSERT_EQ(read.reports.size(), 5u);
-  EXPECT_TRUE(has_substr(read.reports[0], path + ":2: messages[1]: tool calls are not supported"));
-  EXPECT_TRUE(has_substr(read.reports[1], path + ":3: messages[0]: unsupported role \"tool\""));
-  EXPECT_TRUE(has_substr(read.reports[2], path + ":4: messages[0]: key \"content\" is array, expected a string"));
+  const Record& tools = read.records[2];
+  EXPECT_EQ(turns(tools), (std::vector<std::string>{"user: Q", "assistant: ", "tool: 2", "assistant: It is 2."}));
+  EXPECT_EQ(tools.tools, (std::vector<std::string>{R"({"type":"function","function":{"name":"f","parameters":{}}})"}));
+  ASSERT_EQ(tools.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(tools.messages[1].tool_calls[0].id, "c1");
+  EXPECT_EQ(tools.messages[1].tool_calls[0].arguments, R"({"x": 1})");
+  EXPECT_FALSE(tools.messages[1].tool_calls[0].arguments_is_json);
+  EXPECT_TRUE(read.records[0].tools.empty());
+  EXPECT_EQ(lines(read), (std::vector<uint64_t>{1, 7, 8}));
+  ASSERT_EQ(read.reports.size(), 6u);
+  EXPECT_TRUE(has_substr(read.reports[0], path + ":2: messages[1].tool_calls[0].function is missing"));
+  EXPECT_TRUE(has_substr(read.reports[1], path + ":3: messages[0]: role 'function' is not supported"));
+  EXPECT_TRUE(has_substr(read.reports[2], path + ":4: messages[0]: content must be a string or null, found array"));
   EXPECT_TRUE(has_substr(read.reports[3], path + ":5: empty conversation"));
-  EXPECT_TRUE(has_substr(read.reports[4], path + ":6: messages[0] is string, expected a JSON object"));
+  EXPECT_TRUE(has_substr(read.reports[4], path + ":6: messages[0]: expected an object, found string"));
+  EXPECT_TRUE(has_substr(read.reports[5], path + ":9: tools[0]: expected an object, found string"));
 
   DatasetOptions strict;
   strict.strict = true;
   auto failed = read_all({path}, strict);
   ASSERT_FALSE(failed.status.ok());
-  EXPECT_TRUE(has_substr(failed.status.message(), path + ":2: messages[1]: tool calls"));
+  EXPECT_TRUE(has_substr(failed.status.message(), path + ":2: messages[1].tool_calls[0]"));
 }
 
 TEST(Records, AutoDecidesPerFile) {
@@ -627,7 +661,7 @@ TEST(Records, AutoDecidesPerFile) {
   auto odd = read_one(dir.file("odd.jsonl"));
   ASSERT_FALSE(odd.status.ok());
   EXPECT_TRUE(has_substr(odd.status.message(), dir.file("odd.jsonl") + ":1: cannot tell the dataset format"));
-  EXPECT_TRUE(has_substr(odd.status.message(), "completion, prompt"));
+  EXPECT_TRUE(has_substr(odd.status.message(), "keys prompt, completion"));
   write_bytes(dir.file("numbers.json"), "[1, 2, 3]");
   auto numbers = read_one(dir.file("numbers.json"));
   ASSERT_FALSE(numbers.status.ok());
