@@ -149,7 +149,7 @@ add_test(NAME train_init_registry_not_pulled
                  "error: --init Qwen/Qwen3-0\\.6B: Qwen/Qwen3-0\\.6B has not been pulled .*run `kipp pull Qwen/Qwen3-0\\.6B` first"
                  $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init Qwen/Qwen3-0.6B ${KIPP_INIT_SETS})
 add_test(NAME train_init_registry_pulled
-         COMMAND sh -c "rm -rf ${KIPP_INIT_PULLED} && mkdir -p ${KIPP_INIT_PULLED} && ln -s ${KIPP_MODELS}/qwen3-0.6b-hf ${KIPP_INIT_PULLED}/Qwen--Qwen3-0.6B@$(jq -r '.checkpoints[] | select(.id == \"Qwen/Qwen3-0.6B\") | .revision[0:12]' ${CMAKE_SOURCE_DIR}/registry/qwen3_dense.json) && KIPP_MODELS_DIR=${KIPP_INIT_PULLED} ${KIPP_EXPECT_ERROR} 'error: --set model.n_layers: set to 2 but qwen3-0.6b has 28$' $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init qwen3-0.6b --set data.train=[${KIPP_TRAIN_CORPUS}] --set model.n_layers=2")
+         COMMAND sh -c "rm -rf ${KIPP_INIT_PULLED} && mkdir -p ${KIPP_INIT_PULLED} && ln -s ${KIPP_MODELS}/qwen3-0.6b-hf ${KIPP_INIT_PULLED}/Qwen--Qwen3-0.6B@$(${KIPP_PY} -c 'import json,sys; print(next(c[\"revision\"][:12] for c in json.load(open(sys.argv[1]))[\"checkpoints\"] if c[\"id\"] == \"Qwen/Qwen3-0.6B\"))' ${CMAKE_SOURCE_DIR}/registry/qwen3_dense.json) && KIPP_MODELS_DIR=${KIPP_INIT_PULLED} ${KIPP_EXPECT_ERROR} 'error: --set model.n_layers: set to 2 but qwen3-0.6b has 28$' $<TARGET_FILE:kipp> train --config ${KIPP_FINETUNE_CONFIG} --init qwen3-0.6b --set data.train=[${KIPP_TRAIN_CORPUS}] --set model.n_layers=2")
 set_tests_properties(train_init_registry_pulled PROPERTIES FIXTURES_REQUIRED hf_06b PASS_REGULAR_EXPRESSION "PASS")
 
 # Multi-turn qwen3 SFT in the preview, with the real Qwen3 tokenizer: every assistant turn carries

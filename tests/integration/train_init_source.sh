@@ -8,19 +8,22 @@ set -euo pipefail
 kipp=$1 config=$2 corpus=$3 source=$4 source_config=$5 work=$6
 shift 6
 rm -rf "$work"
-theta=$(jq '.rope_theta' "$source_config")
-tied=$(jq '.tie_word_embeddings' "$source_config")
+field() { /usr/bin/python3 -c 'import json, sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"; }
+theta=$(field "$source_config" rope_theta)
+tied=$(field "$source_config" tie_word_embeddings)
 "$kipp" train --plain --config "$config" --init "$source" "$@" \
   --set data.format=text --set "data.train=[$corpus]" --set "data.cache_dir=$work/cache" \
   --set "run.dir=$work/run" --set train.seq_len=32 --set train.micro_batch=1 --set train.grad_accum=1 \
   --set train.max_steps=2 --set train.warmup_steps=1 --set train.recompute_blocks=false \
   --set eval.every=0 --set "eval.sample_prompts=[]" --set checkpoint.every=0 \
   --set "model.rope_theta=$theta" --set "model.weight_tying=$tied"
-keys='[.hidden_size, .num_hidden_layers, .num_attention_heads, .num_key_value_heads, .head_dim,
-       .intermediate_size, .vocab_size, .max_position_embeddings, .rope_theta, .rms_norm_eps,
-       .tie_word_embeddings]'
-want=$(jq -c "$keys" "$source_config")
-got=$(jq -c "$keys" "$work/run/latest/config.json")
+keys='hidden_size num_hidden_layers num_attention_heads num_key_value_heads head_dim intermediate_size
+      vocab_size max_position_embeddings rope_theta rms_norm_eps tie_word_embeddings'
+pick() {
+  /usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(json.dumps([c[k] for k in sys.argv[2:]]))' "$1" $keys
+}
+want=$(pick "$source_config")
+got=$(pick "$work/run/latest/config.json")
 echo "source:     $want"
 echo "checkpoint: $got"
 [[ "$want" == "$got" ]] || { echo "FAIL: the checkpoint's config differs from the source's" >&2; exit 1; }
