@@ -17,14 +17,16 @@ tied=$(field "$source_config" tie_word_embeddings)
   --set train.max_steps=2 --set train.warmup_steps=1 --set train.recompute_blocks=false \
   --set eval.every=0 --set "eval.sample_prompts=[]" --set checkpoint.every=0 \
   --set "model.rope_theta=$theta" --set "model.weight_tying=$tied"
-keys='hidden_size num_hidden_layers num_attention_heads num_key_value_heads head_dim intermediate_size
-      vocab_size max_position_embeddings rope_theta rms_norm_eps tie_word_embeddings'
-pick() {
-  /usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); print(json.dumps([c[k] for k in sys.argv[2:]]))' "$1" $keys
-}
-want=$(pick "$source_config")
-got=$(pick "$work/run/latest/config.json")
-echo "source:     $want"
-echo "checkpoint: $got"
-[[ "$want" == "$got" ]] || { echo "FAIL: the checkpoint's config differs from the source's" >&2; exit 1; }
-echo "PASS"
+# Compared as JSON values, so 1000000 and 1000000.0 are the same rope_theta.
+/usr/bin/python3 - "$source_config" "$work/run/latest/config.json" <<'PY'
+import json, sys
+keys = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
+        "intermediate_size", "vocab_size", "max_position_embeddings", "rope_theta", "rms_norm_eps",
+        "tie_word_embeddings"]
+want, got = ([json.load(open(path))[k] for k in keys] for path in sys.argv[1:3])
+print("source:    ", want)
+print("checkpoint:", got)
+if want != got:
+    sys.exit("FAIL: the checkpoint's config differs from the source's")
+print("PASS")
+PY
