@@ -1,6 +1,5 @@
 #include "train/training_model.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -9,32 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "train/fused_ops.h"
+#include "train/linear_products.h"
 
 namespace kipp::train {
 namespace {
-
-int as_int(size_t value) { return static_cast<int>(value); }
-
-// Y[m, n] = X[m, k] W[n, k]^T + beta Y: a linear layer with PyTorch's [out, in] weights.
-void matmul_xwt(const float* x, const float* w, size_t m, size_t n, size_t k, float beta, float* y) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(m), as_int(n), as_int(k), 1.0f, x, as_int(k), w,
-              as_int(k), beta, y, as_int(n));
-}
-
-// dX[m, k] = dY[m, n] W[n, k].
-void matmul_dy_w(const float* dy, const float* w, size_t m, size_t n, size_t k, float* dx) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(m), as_int(k), as_int(n), 1.0f, dy, as_int(n), w,
-              as_int(k), 0.0f, dx, as_int(k));
-}
-
-// dW[n, k] += dY[m, n]^T X[m, k].
-void matmul_dyt_x(const float* dy, const float* x, size_t m, size_t n, size_t k, float* dw) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_int(n), as_int(k), as_int(m), 1.0f, dy, as_int(n), x,
-              as_int(k), 1.0f, dw, as_int(k));
-}
 
 void copy_rows(const float* from, size_t count, float* to) { std::memcpy(to, from, count * sizeof(float)); }
 
@@ -61,8 +42,9 @@ struct FreeDeleter {
 
 class CpuTrainingModel final : public TrainingModel {
  public:
-  CpuTrainingModel(const ParameterLayout& layout, const TrainingModelOptions& options)
-      : layout_(layout), config_(layout_.config()), options_(options) {}
+  CpuTrainingModel(const ParameterLayout& layout, const TrainingModelOptions& options,
+                   std::unique_ptr<LinearProducts> products)
+      : layout_(layout), config_(layout_.config()), options_(options), products_(std::move(products)) {}
 
   Status allocate();
 
@@ -92,6 +74,7 @@ class CpuTrainingModel final : public TrainingModel {
   ParameterLayout layout_;
   ModelConfig config_;
   TrainingModelOptions options_;
+  std::unique_ptr<LinearProducts> products_;
   size_t hidden_ = 0, ffn_ = 0, vocab_ = 0, q_width_ = 0, kv_width_ = 0, qkv_width_ = 0, qk_width_ = 0;
   float eps_ = 0;
   int scratch_threads_ = 1;
@@ -293,19 +276,19 @@ void CpuTrainingModel::layer_forward(const float* params, size_t layer, const St
 
   ops::rmsnorm_forward(a.input, params + w.attn_norm, rows, hidden_, eps_, a.attn_rstd, normed_);
   // q_proj, k_proj and v_proj are adjacent in the layout: one [qkv_width, hidden] matrix.
-  matmul_xwt(normed_, params + w.q_proj, rows, qkv_width_, hidden_, 0.0f, a.qkv);
+  products_->xwt(normed_, params + w.q_proj, rows, qkv_width_, hidden_, 0.0f, a.qkv);
   ops::qk_norm_rope_forward(a.qkv, params + w.q_norm, params + w.k_norm, step.shape, rope, eps_, a.qk_rstd, qk_);
   ops::attention_forward(qk_, a.qkv, step.shape, attention_scratch_, team(), a.softmax, a.attn);
   copy_rows(a.input, rows * hidden_, a.mid);
-  matmul_xwt(a.attn, params + w.o_proj, rows, hidden_, q_width_, 1.0f, a.mid);
+  products_->xwt(a.attn, params + w.o_proj, rows, hidden_, q_width_, 1.0f, a.mid);
 
   ops::rmsnorm_forward(a.mid, params + w.ffn_norm, rows, hidden_, eps_, a.ffn_rstd, normed_);
   // gate_proj and up_proj are adjacent too: one [2 * ffn, hidden] matrix.
-  matmul_xwt(normed_, params + w.gate_proj, rows, 2 * ffn_, hidden_, 0.0f, a.gate_up);
+  products_->xwt(normed_, params + w.gate_proj, rows, 2 * ffn_, hidden_, 0.0f, a.gate_up);
   if (!output) return;
   ops::swiglu_forward(a.gate_up, rows, ffn_, act_);
   copy_rows(a.mid, rows * hidden_, output);
-  matmul_xwt(act_, params + w.down_proj, rows, hidden_, ffn_, 1.0f, output);
+  products_->xwt(act_, params + w.down_proj, rows, hidden_, ffn_, 1.0f, output);
 }
 
 // Output head and cross-entropy over the counted rows, kHeadChunkRows at a time. With `grads`,
@@ -321,11 +304,11 @@ LossSums CpuTrainingModel::head(const float* params, const int32_t* targets, con
       copy_rows(final_normed_ + size_t(rows[i]) * hidden_, hidden_, head_in_ + i * hidden_);
       chunk_targets_[i] = targets[rows[i]];
     }
-    matmul_xwt(head_in_, table, n, vocab_, hidden_, 0.0f, head_logits_);
+    products_->xwt(head_in_, table, n, vocab_, hidden_, 0.0f, head_logits_);
     ops::cross_entropy(head_logits_, chunk_targets_.data(), n, vocab_, grads != nullptr, grad_scale, row_loss_ + start);
     if (!grads) continue;
-    matmul_dy_w(head_logits_, table, n, vocab_, hidden_, head_dx_);
-    matmul_dyt_x(head_logits_, head_in_, n, vocab_, hidden_, grads + layout_.head());
+    products_->dy_w(head_logits_, table, n, vocab_, hidden_, head_dx_);
+    products_->dyt_x(head_logits_, head_in_, n, vocab_, hidden_, grads + layout_.head());
     for (size_t i = 0; i < n; ++i) copy_rows(head_dx_ + i * hidden_, hidden_, d_normed_ + size_t(rows[i]) * hidden_);
   }
   LossSums sums;
@@ -344,18 +327,18 @@ void CpuTrainingModel::layer_backward(const float* params, size_t layer, const S
   const ops::RopeTables rope{rope_cos_.data(), rope_sin_.data()};
 
   // Feed-forward: gate_up becomes its own gradient and act_ the down projection's input.
-  matmul_dy_w(d_stream_, params + w.down_proj, rows, hidden_, ffn_, act_);
+  products_->dy_w(d_stream_, params + w.down_proj, rows, hidden_, ffn_, act_);
   ops::swiglu_backward(a.gate_up, act_, rows, ffn_);
-  matmul_dyt_x(d_stream_, act_, rows, hidden_, ffn_, grads + w.down_proj);
+  products_->dyt_x(d_stream_, act_, rows, hidden_, ffn_, grads + w.down_proj);
   ops::rmsnorm_apply(a.mid, a.ffn_rstd, params + w.ffn_norm, rows, hidden_, normed_);
-  matmul_dyt_x(a.gate_up, normed_, rows, 2 * ffn_, hidden_, grads + w.gate_proj);
-  matmul_dy_w(a.gate_up, params + w.gate_proj, rows, 2 * ffn_, hidden_, d_normed_);
+  products_->dyt_x(a.gate_up, normed_, rows, 2 * ffn_, hidden_, grads + w.gate_proj);
+  products_->dy_w(a.gate_up, params + w.gate_proj, rows, 2 * ffn_, hidden_, d_normed_);
   ops::rmsnorm_backward(d_normed_, a.mid, a.ffn_rstd, params + w.ffn_norm, rows, hidden_, partials_, d_stream_,
                         grads + w.ffn_norm);
 
   // Attention.
-  matmul_dyt_x(d_stream_, a.attn, rows, hidden_, q_width_, grads + w.o_proj);
-  matmul_dy_w(d_stream_, params + w.o_proj, rows, hidden_, q_width_, d_attn_);
+  products_->dyt_x(d_stream_, a.attn, rows, hidden_, q_width_, grads + w.o_proj);
+  products_->dy_w(d_stream_, params + w.o_proj, rows, hidden_, q_width_, d_attn_);
   ops::qk_norm_rope_forward(a.qkv, params + w.q_norm, params + w.k_norm, step.shape, rope, eps_, a.qk_rstd, qk_);
   ops::attention_backward(qk_, a.qkv, a.softmax, d_attn_, step.shape, attention_scratch_, team(), d_qk_, dk_heads_,
                           dv_heads_);
@@ -364,8 +347,8 @@ void CpuTrainingModel::layer_backward(const float* params, size_t layer, const S
   ops::qk_norm_rope_backward(d_qk_, a.qkv, a.qk_rstd, params + w.q_norm, params + w.k_norm, step.shape, rope, partials_,
                              d_qkv_, grads + w.q_norm, grads + w.k_norm);
   ops::rmsnorm_apply(a.input, a.attn_rstd, params + w.attn_norm, rows, hidden_, normed_);
-  matmul_dyt_x(d_qkv_, normed_, rows, qkv_width_, hidden_, grads + w.q_proj);
-  matmul_dy_w(d_qkv_, params + w.q_proj, rows, qkv_width_, hidden_, d_normed_);
+  products_->dyt_x(d_qkv_, normed_, rows, qkv_width_, hidden_, grads + w.q_proj);
+  products_->dy_w(d_qkv_, params + w.q_proj, rows, qkv_width_, hidden_, d_normed_);
   ops::rmsnorm_backward(d_normed_, a.input, a.attn_rstd, params + w.attn_norm, rows, hidden_, partials_, d_stream_,
                         grads + w.attn_norm);
 }
@@ -405,7 +388,7 @@ Status CpuTrainingModel::logits(std::span<const float> params, std::span<const i
                       std::to_string(step.rows) + " x vocab " + std::to_string(vocab_));
   }
   forward(params.data(), inputs.data(), step);
-  matmul_xwt(final_normed_, params.data() + layout_.head(), step.rows, vocab_, hidden_, 0.0f, out.data());
+  products_->xwt(final_normed_, params.data() + layout_.head(), step.rows, vocab_, hidden_, 0.0f, out.data());
   return {};
 }
 
@@ -423,7 +406,8 @@ Expected<std::unique_ptr<TrainingModel>> TrainingModel::create(const ParameterLa
   if (rows > uint64_t{INT_MAX}) {
     return make_error("training model: max_batch x seq_len = " + std::to_string(rows) + " rows is too large");
   }
-  auto model = std::make_unique<CpuTrainingModel>(layout, options);
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<LinearProducts> products, make_linear_products(options.precision));
+  auto model = std::make_unique<CpuTrainingModel>(layout, options, std::move(products));
   KIPP_RETURN_IF_ERROR(model->allocate());
   return std::unique_ptr<TrainingModel>(std::move(model));
 }

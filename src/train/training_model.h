@@ -1,5 +1,6 @@
 // Hand-written forward and backward passes of the Qwen3 dense decoder for training, in FP32.
-// Every matrix product goes through OpenBLAS sgemm; element-wise passes are OpenMP loops.
+// Every matrix product goes through LinearProducts (OpenBLAS sgemm, or BF16 operands with FP32
+// accumulation); element-wise passes are OpenMP loops.
 // All activation and scratch buffers are allocated once in create() for the largest batch
 // and reused by every step: nothing is allocated inside forward_backward().
 #pragma once
@@ -9,6 +10,7 @@
 #include <span>
 
 #include "core/status.h"
+#include "train/linear_products.h"
 #include "train/parameters.h"
 
 namespace kipp::train {
@@ -35,6 +37,8 @@ struct TrainingModelOptions {
   uint32_t seq_len = 1;
   // Keep only each block's input and recompute the block during backward.
   bool recompute_blocks = false;
+  // How the products multiply (`train.precision`).
+  Precision precision = Precision::Fp32;
 };
 
 class TrainingModel {
