@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
 
   std::vector<float> params(layout.total()), grads(layout.total());
   kipp::train::init_parameters(layout, config.init(), params);
-  kipp::train::AdamW optimizer(layout, config.adamw());
+  kipp::train::AdamW optimizer(layout.tensors(), config.adamw());
 
   // Random inputs and targets, the same for every run (std::mt19937 is fully specified).
   const size_t tokens = size_t(batch) * seq;

@@ -6,13 +6,16 @@
 
 namespace kipp::train {
 
-AdamW::AdamW(const ParameterLayout& layout, const AdamWOptions& options)
-    : options_(options), m_(layout.total(), 0.0f), v_(layout.total(), 0.0f) {
-  for (const ParamTensor& t : layout.tensors()) {
+AdamW::AdamW(std::span<const ParamTensor> tensors, const AdamWOptions& options) : options_(options) {
+  uint64_t total = 0;
+  for (const ParamTensor& t : tensors) {
+    total = std::max(total, t.offset + t.count);
     const bool decays = t.kind == ParamKind::Projection || t.kind == ParamKind::Head ||
                         (t.kind == ParamKind::Embedding && options.decay_embeddings);
     ranges_.push_back({t.offset, t.count, decays});
   }
+  m_.assign(total, 0.0f);
+  v_.assign(total, 0.0f);
 }
 
 void AdamW::step(std::span<float> params, std::span<const float> grads, double lr) {

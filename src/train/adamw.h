@@ -19,7 +19,8 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  AdamW(const ParameterLayout& layout, const AdamWOptions& options);
+  // Over the tensors of one flat buffer (a ParameterLayout's, or an AdapterLayout's).
+  AdamW(std::span<const ParamTensor> tensors, const AdamWOptions& options);
 
   // One update at learning rate `lr` with bias correction for step `step_index + 1`, where
   // step_index counts the updates applied so far (so resume passes the saved count).

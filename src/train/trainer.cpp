@@ -61,7 +61,7 @@ class Loop {
         tokenizer_(std::move(tokenizer)),
         params_(layout.total()),
         grads_(layout.total()),
-        optimizer_(layout, config_.adamw()),
+        optimizer_(layout.tensors(), config_.adamw()),
         unigram_baseline_(unigram_baseline),
         log_(log) {
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;

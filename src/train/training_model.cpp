@@ -412,4 +412,9 @@ Expected<std::unique_ptr<TrainingModel>> TrainingModel::create(const ParameterLa
   return std::unique_ptr<TrainingModel>(std::move(model));
 }
 
+Expected<std::unique_ptr<TrainingModel>> TrainingModel::create_lora(const FrozenBase&, const AdapterLayout&,
+                                                                    const TrainingModelOptions&) {
+  return make_error("LoRA training is not available yet");
+}
+
 }  // namespace kipp::train

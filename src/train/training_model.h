@@ -10,7 +10,9 @@
 #include <span>
 
 #include "core/status.h"
+#include "train/frozen_base.h"
 #include "train/linear_products.h"
+#include "train/lora.h"
 #include "train/parameters.h"
 
 namespace kipp::train {
@@ -25,6 +27,9 @@ struct TokenBatch {
   std::span<const int32_t> targets;  // batch * seq_len ids < vocab, or kIgnoreTarget
   uint32_t batch = 0;
   uint32_t seq_len = 0;
+  // Keys the LoRA dropout masks (counter-based, so a resumed run draws the same ones); the
+  // trainer derives it from the step and the micro-batch.
+  uint64_t noise_key = 0;
 };
 
 struct LossSums {
@@ -45,6 +50,10 @@ class TrainingModel {
  public:
   static Expected<std::unique_ptr<TrainingModel>> create(const ParameterLayout& layout,
                                                          const TrainingModelOptions& options);
+  // A LoRA model over a frozen base: the `params` and `grads` of every call below are the
+  // adapters (adapters.total() floats); the base is only read. `base` must outlive the model.
+  static Expected<std::unique_ptr<TrainingModel>> create_lora(const FrozenBase& base, const AdapterLayout& adapters,
+                                                              const TrainingModelOptions& options);
   virtual ~TrainingModel() = default;
 
   // Forward and backward over one micro-batch: returns the loss sums and ADDS

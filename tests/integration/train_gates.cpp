@@ -277,7 +277,7 @@ void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayo
   if (!model) return;
   AdamWOptions adam;
   adam.weight_decay = kWeightDecay;
-  AdamW optimizer(layout, adam);
+  AdamW optimizer(layout.tensors(), adam);
   ScheduleOptions schedule;
   schedule.max_lr = kMaxLr;
   schedule.min_lr = kMinLr;

@@ -119,7 +119,7 @@ TEST(TrainingModel, OverfitsOneBatch) {
   ASSERT_TRUE(model);
   AdamWOptions adam;
   adam.weight_decay = 0.0;
-  AdamW optimizer(layout, adam);
+  AdamW optimizer(layout.tensors(), adam);
   std::vector<float> grads(layout.total());
   double first = 0, last = 0;
   for (int step = 0; step < 200; ++step) {
