@@ -13,8 +13,10 @@ namespace {
 
 using kernels::WeightMatrix;
 
-// Base rows dequantized at a time for dx = dy W: a small FP32 scratch instead of a copy of W.
-constexpr size_t kDequantRows = 512;
+// Floats of the FP32 scratch W is dequantized into for dx = dy W, a block of rows at a time
+// instead of a copy of W; blocks of whole panels, as long as the scratch allows, since sgemm
+// runs faster the longer its inner dimension.
+constexpr size_t kDequantFloats = size_t{2} << 20;
 // Output rows of the base products are shared among threads in whole units of this many (the
 // packed panels are cut only between panels).
 constexpr size_t kUnitRows = 16;
@@ -55,7 +57,7 @@ class LoraWeights final : public ModelWeights {
       for (const WeightMatrix& m : layer.projections) grow(m);
     prepared_.assign(prepared / sizeof(float) + 1, 0.0f);
     sum_.assign(max_rows * hidden_, 0.0f);
-    dequant_.assign(kDequantRows * widest_in, 0.0f);
+    dequant_.assign(std::max(kDequantFloats, kUnitRows * widest_in), 0.0f);
     u_.assign(max_rows * rank_, 0.0f);
     g_.assign(max_rows * rank_, 0.0f);
     if (dropout_ > 0) {
@@ -206,16 +208,16 @@ class LoraWeights final : public ModelWeights {
     }
   }
 
-  // dx (+)= dy W, W dequantized kDequantRows rows at a time into FP32 scratch.
+  // dx (+)= dy W, W dequantized a block of rows at a time into FP32 scratch.
   void base_backward(const WeightMatrix& w, const float* dy, size_t dy_stride, size_t rows, float* dx,
                      bool accumulate) {
-    for (size_t first = 0; first < w.rows; first += kDequantRows) {
-      const size_t count = std::min(kDequantRows, w.rows - first);
+    const size_t block = dequant_.size() / w.cols / kUnitRows * kUnitRows;
+    for (size_t first = 0; first < w.rows; first += block) {
+      const size_t count = std::min(block, w.rows - first);
 #pragma omp parallel for schedule(static)
       for (size_t r = 0; r < count; ++r) k_.dequantize_row(w, first + r, dequant_.data() + r * w.cols);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(w.cols), int(count), 1.0f, dy + first,
-                  int(dy_stride), dequant_.data(), int(w.cols), accumulate || first > 0 ? 1.0f : 0.0f, dx,
-                  int(w.cols));
+                  int(dy_stride), dequant_.data(), int(w.cols), accumulate || first > 0 ? 1.0f : 0.0f, dx, int(w.cols));
     }
   }
 

@@ -65,7 +65,8 @@ class ModelWeights {
   virtual uint64_t workspace_bytes() const = 0;
 };
 
-std::unique_ptr<ModelWeights> make_full_weights(const ParameterLayout& layout, std::unique_ptr<LinearProducts> products);
+std::unique_ptr<ModelWeights> make_full_weights(const ParameterLayout& layout,
+                                                std::unique_ptr<LinearProducts> products);
 // `max_rows`: the most rows any call multiplies.
 Expected<std::unique_ptr<ModelWeights>> make_lora_weights(const FrozenBase& base, const AdapterLayout& adapters,
                                                           size_t max_rows);

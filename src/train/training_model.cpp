@@ -198,8 +198,8 @@ Status CpuTrainingModel::allocate() {
   }
   counted_rows_.resize(rows);
   chunk_targets_.resize(chunk);
-  workspace_bytes_ =
-      weights_->workspace_bytes() + floats * sizeof(float) + 2 * rope_cos_.size() * sizeof(float) + rows * sizeof(uint32_t) + chunk * sizeof(int32_t);
+  workspace_bytes_ = weights_->workspace_bytes() + floats * sizeof(float) + 2 * rope_cos_.size() * sizeof(float) +
+                     rows * sizeof(uint32_t) + chunk * sizeof(int32_t);
   return {};
 }
 
