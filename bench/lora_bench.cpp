@@ -55,7 +55,9 @@ int main(int argc, char** argv) {
   bool recompute = false, json = false;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
-    auto count = [&] { return uint32_t(kipp::bench::parse_count(kProgram, kipp::bench::option_value(kProgram, argc, argv, i), arg)); };
+    auto count = [&] {
+      return uint32_t(kipp::bench::parse_count(kProgram, kipp::bench::option_value(kProgram, argc, argv, i), arg));
+    };
     if (arg == "--rank") {
       rank = count();
     } else if (arg == "--batch") {
@@ -117,9 +119,10 @@ int main(int argc, char** argv) {
   const ModelConfig& c = init.config;
   auto weights = must(make_lora_weights(*base, layout, rows), "weights");
   weights->begin({adapters.data(), grads.data(), true, 0});
-  const size_t widest = std::max<size_t>({c.hidden_size, 2 * size_t{c.ffn_size}, c.q_width() + 2 * size_t{c.kv_width()}});
-  std::vector<float> x(rows * widest), y(rows * widest), head_in(256 * c.hidden_size), logits(256 * size_t{c.vocab_size}),
-      dx(256 * c.hidden_size);
+  const size_t widest =
+      std::max<size_t>({c.hidden_size, 2 * size_t{c.ffn_size}, c.q_width() + 2 * size_t{c.kv_width()}});
+  std::vector<float> x(rows * widest), y(rows * widest), head_in(256 * c.hidden_size),
+      logits(256 * size_t{c.vocab_size}), dx(256 * c.hidden_size);
   for (float& v : x) v = noise(rng);
   for (float& v : head_in) v = noise(rng);
   const Block blocks[] = {Block::Qkv, Block::O, Block::GateUp, Block::Down};
@@ -148,28 +151,27 @@ int main(int argc, char** argv) {
     head_backward += seconds_since(start);
   }
 
-  nlohmann::json result = {
-      {"base", source},
-      {"storage", base->storage()},
-      {"kernels", kernels::cpu_kernels().name},
-      {"rank", rank},
-      {"batch", batch},
-      {"seq_len", seq},
-      {"recompute_blocks", recompute},
-      {"adapter_parameters", layout.total()},
-      {"base_mib", mib(base->bytes())},
-      {"workspace_mib", mib(model->workspace_bytes())},
-      {"base_open_s", open_seconds},
-      {"peak_rss_mib_after_base", rss_after_base},
-      {"peak_rss_mib", rss_peak},
-      {"step_s", step_seconds},
-      {"tokens_per_s", double(rows) / step_seconds},
-      {"parts_s",
-       {{"projections_forward", forward},
-        {"projections_dx", backward_input},
-        {"adapter_gradients", backward_weights},
-        {"head_logits", head_forward},
-        {"head_dx", head_backward}}}};
+  nlohmann::json result = {{"base", source},
+                           {"storage", base->storage()},
+                           {"kernels", kernels::cpu_kernels().name},
+                           {"rank", rank},
+                           {"batch", batch},
+                           {"seq_len", seq},
+                           {"recompute_blocks", recompute},
+                           {"adapter_parameters", layout.total()},
+                           {"base_mib", mib(base->bytes())},
+                           {"workspace_mib", mib(model->workspace_bytes())},
+                           {"base_open_s", open_seconds},
+                           {"peak_rss_mib_after_base", rss_after_base},
+                           {"peak_rss_mib", rss_peak},
+                           {"step_s", step_seconds},
+                           {"tokens_per_s", double(rows) / step_seconds},
+                           {"parts_s",
+                            {{"projections_forward", forward},
+                             {"projections_dx", backward_input},
+                             {"adapter_gradients", backward_weights},
+                             {"head_logits", head_forward},
+                             {"head_dx", head_backward}}}};
   if (json) {
     std::cout << result.dump() << "\n";
   } else {
