@@ -20,6 +20,6 @@ foreach(table reference fast)
   add_test(NAME lora_gates_${table} COMMAND lora_gates ${KIPP_PY} ${CMAKE_SOURCE_DIR}/tools/lora_reference.py
                                             ${KIPP_MODELS} ${CMAKE_BINARY_DIR}/gates/lora_${table})
   set_tests_properties(lora_gates_${table} PROPERTIES TIMEOUT 600
-                       FIXTURES_REQUIRED "gguf_tiny_bf16;gguf_tiny_q8_0;gguf_tiny_affine4")
+                       FIXTURES_REQUIRED "tiny_hf;gguf_tiny_bf16;gguf_tiny_q8_0;gguf_tiny_affine4")
 endforeach()
 set_tests_properties(lora_gates_reference PROPERTIES ENVIRONMENT KIPP_KERNELS=reference)

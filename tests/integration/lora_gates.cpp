@@ -12,7 +12,8 @@
 // On the BF16 base also: B = 0 gives the base's logits (bitwise the same for any set of
 // targets, and the full FP32 training model on the dequantized weights within the bound of
 // (a)); dropout draws the same masks for the same noise key (bitwise), others for another key,
-// and none when evaluating.
+// and none when evaluating. The same BF16 weights read from the HF folder the GGUF was converted
+// from give bitwise the same loss and adapter gradients.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -265,6 +266,39 @@ void gate_dropout(const FrozenBase& base) {
   report(no_dropout, "dropout off when evaluating", no_dropout ? "loss bitwise equal to dropout 0" : "differs");
 }
 
+// One forward_backward of the all-targets adapters over `base`.
+bool lora_step(const FrozenBase& base, double& loss, std::vector<float>& grads) {
+  const AdapterLayout layout(base.config(), {kRank, kAlpha, 0.0, {kAllLoraTargets.begin(), kAllLoraTargets.end()}});
+  const std::vector<float> adapters = gate_adapters(layout);
+  std::vector<int32_t> inputs, targets;
+  random_batch(base.config().vocab_size, inputs, targets);
+  auto model = lora_model(base, layout, false);
+  if (!model) return false;
+  grads.assign(layout.total(), 0.0f);
+  auto sums = model->forward_backward(adapters, {inputs, targets, kBatch, kSeqLen, 0}, 1.0f, grads);
+  if (!sums.ok()) report(false, "forward_backward", sums.message());
+  loss = sums.ok() ? sums->loss_sum : 0.0;
+  return sums.ok();
+}
+
+void gate_hf_folder(const fs::path& models) {
+  const std::string gguf = (models / "tiny-bf16.gguf").string(), folder = (models / "tiny-hf").string();
+  auto source = read_init_source(folder, folder);
+  if (!source.ok()) return report(false, "HF folder base", source.message());
+  auto from_folder = FrozenBase::open(source->config, folder);
+  auto from_gguf = FrozenBase::open(source->config, gguf);
+  if (!from_folder.ok() || !from_gguf.ok()) {
+    return report(false, "HF folder base", from_folder.ok() ? from_gguf.message() : from_folder.message());
+  }
+  double folder_loss = 0, gguf_loss = 0;
+  std::vector<float> folder_grads, gguf_grads;
+  if (!lora_step(**from_folder, folder_loss, folder_grads) || !lora_step(**from_gguf, gguf_loss, gguf_grads)) return;
+  const bool same = folder_loss == gguf_loss && folder_grads == gguf_grads;
+  report(same && (*from_folder)->storage() == "bf16", "HF folder base vs its BF16 GGUF",
+         std::string(same ? "loss and gradients bitwise equal" : "differ") + ", stored as " +
+             (*from_folder)->storage());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -309,6 +343,7 @@ int main(int argc, char** argv) {
       gate_dropout(**base);
     }
   }
+  gate_hf_folder(tools.models);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("lora_gates: %d checks, %d failed, %.1f s\n", checks_run, checks_failed, seconds);
   return checks_failed == 0 && checks_run > 0 ? 0 : 1;
