@@ -294,9 +294,9 @@ void gate_hf_folder(const fs::path& models) {
   std::vector<float> folder_grads, gguf_grads;
   if (!lora_step(**from_folder, folder_loss, folder_grads) || !lora_step(**from_gguf, gguf_loss, gguf_grads)) return;
   const bool same = folder_loss == gguf_loss && folder_grads == gguf_grads;
-  report(same && (*from_folder)->storage() == "bf16", "HF folder base vs its BF16 GGUF",
-         std::string(same ? "loss and gradients bitwise equal" : "differ") + ", stored as " +
-             (*from_folder)->storage());
+  report(
+      same && (*from_folder)->storage() == "bf16", "HF folder base vs its BF16 GGUF",
+      std::string(same ? "loss and gradients bitwise equal" : "differ") + ", stored as " + (*from_folder)->storage());
 }
 
 }  // namespace
