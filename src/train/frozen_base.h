@@ -5,13 +5,32 @@
 // activations.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/weights.h"
 #include "model/model_config.h"
 
 namespace kipp::train {
+
+// One decoder layer of the base: the seven projections in LoraTarget order (q, k, v, o, gate,
+// up, down), each as the kernel table reads it, and the norm gains as FP32.
+struct FrozenLayer {
+  std::array<kernels::WeightMatrix, 7> projections;
+  std::vector<float> attn_norm, q_norm, k_norm, ffn_norm;
+};
+
+struct FrozenWeights {
+  const kernels::KernelTable* kernels = nullptr;  // what multiplies and dequantizes every matrix
+  kernels::WeightMatrix embedding;                // rows looked up with kernels->dequantize_row
+  kernels::WeightMatrix head;                     // the embedding itself when tied
+  std::vector<float> final_norm;
+  std::vector<FrozenLayer> layers;
+};
 
 class FrozenBase {
  public:
@@ -25,6 +44,8 @@ class FrozenBase {
   virtual std::string storage() const = 0;
   // Bytes the base holds in memory (packed weights, norms, embedding).
   virtual uint64_t bytes() const = 0;
+  // The matrices and gains, for the training model's products.
+  virtual const FrozenWeights& weights() const = 0;
 };
 
 }  // namespace kipp::train

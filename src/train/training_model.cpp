@@ -13,6 +13,7 @@
 
 #include "train/fused_ops.h"
 #include "train/linear_products.h"
+#include "train/model_weights.h"
 
 namespace kipp::train {
 namespace {
@@ -42,9 +43,9 @@ struct FreeDeleter {
 
 class CpuTrainingModel final : public TrainingModel {
  public:
-  CpuTrainingModel(const ParameterLayout& layout, const TrainingModelOptions& options,
-                   std::unique_ptr<LinearProducts> products)
-      : layout_(layout), config_(layout_.config()), options_(options), products_(std::move(products)) {}
+  CpuTrainingModel(const ModelConfig& config, const TrainingModelOptions& options,
+                   std::unique_ptr<ModelWeights> weights)
+      : config_(config), options_(options), weights_(std::move(weights)) {}
 
   Status allocate();
 
@@ -66,15 +67,14 @@ class CpuTrainingModel final : public TrainingModel {
   Status check_targets(std::span<const int32_t> targets, const Step& step);
   int team() const { return std::max(1, std::min(omp_get_max_threads(), scratch_threads_)); }
 
-  void forward(const float* params, const int32_t* ids, const Step& step);
-  void layer_forward(const float* params, size_t layer, const Step& step, float* output);
-  LossSums head(const float* params, const int32_t* targets, const Step& step, float grad_scale, float* grads);
-  void layer_backward(const float* params, size_t layer, const Step& step, float* grads);
+  void forward(const int32_t* ids, const Step& step);
+  void layer_forward(size_t layer, const Step& step, float* output);
+  LossSums head(const int32_t* targets, const Step& step, float grad_scale, bool backward);
+  void layer_backward(size_t layer, const Step& step);
 
-  ParameterLayout layout_;
   ModelConfig config_;
   TrainingModelOptions options_;
-  std::unique_ptr<LinearProducts> products_;
+  std::unique_ptr<ModelWeights> weights_;
   size_t hidden_ = 0, ffn_ = 0, vocab_ = 0, q_width_ = 0, kv_width_ = 0, qkv_width_ = 0, qk_width_ = 0;
   float eps_ = 0;
   int scratch_threads_ = 1;
@@ -198,8 +198,8 @@ Status CpuTrainingModel::allocate() {
   }
   counted_rows_.resize(rows);
   chunk_targets_.resize(chunk);
-  workspace_bytes_ =
-      floats * sizeof(float) + 2 * rope_cos_.size() * sizeof(float) + rows * sizeof(uint32_t) + chunk * sizeof(int32_t);
+  workspace_bytes_ = weights_->workspace_bytes() + floats * sizeof(float) + 2 * rope_cos_.size() * sizeof(float) +
+                     rows * sizeof(uint32_t) + chunk * sizeof(int32_t);
   return {};
 }
 
@@ -207,9 +207,9 @@ Status CpuTrainingModel::allocate() {
 // partial batch; evaluation on shorter rows): batch in 1..max_batch, seq_len in 1..seq_len.
 Expected<CpuTrainingModel::Step> CpuTrainingModel::check(std::span<const float> params, std::span<const int32_t> inputs,
                                                          uint32_t batch, uint32_t seq_len) const {
-  if (params.size() != layout_.total()) {
+  if (params.size() != weights_->parameter_count()) {
     return make_error("training model: parameter buffer has " + std::to_string(params.size()) + " floats, expected " +
-                      std::to_string(layout_.total()));
+                      std::to_string(weights_->parameter_count()));
   }
   if (batch == 0 || batch > options_.max_batch) {
     return make_error("training model: batch " + std::to_string(batch) + " is outside 1.." +
@@ -258,45 +258,41 @@ Status CpuTrainingModel::check_targets(std::span<const int32_t> targets, const S
   return {};
 }
 
-void CpuTrainingModel::forward(const float* params, const int32_t* ids, const Step& step) {
-  ops::embedding_forward(params + layout_.embedding(), ids, step.rows, hidden_, layers_[0].input);
+void CpuTrainingModel::forward(const int32_t* ids, const Step& step) {
+  weights_->embed(ids, step.rows, layers_[0].input);
   for (size_t l = 0; l < layers_.size(); ++l) {
-    layer_forward(params, l, step, l + 1 < layers_.size() ? layers_[l + 1].input : final_input_);
+    layer_forward(l, step, l + 1 < layers_.size() ? layers_[l + 1].input : final_input_);
   }
-  ops::rmsnorm_forward(final_input_, params + layout_.final_norm(), step.rows, hidden_, eps_, final_rstd_,
-                       final_normed_);
+  ops::rmsnorm_forward(final_input_, weights_->final_gain(), step.rows, hidden_, eps_, final_rstd_, final_normed_);
 }
 
 // `output` null: only what the backward needs (the recompute before a layer's backward).
-void CpuTrainingModel::layer_forward(const float* params, size_t layer, const Step& step, float* output) {
-  const LayerOffsets& w = layout_.layers()[layer];
+void CpuTrainingModel::layer_forward(size_t layer, const Step& step, float* output) {
+  ModelWeights& w = *weights_;
   const LayerActivations& a = layers_[layer];
   const size_t rows = step.rows;
   const ops::RopeTables rope{rope_cos_.data(), rope_sin_.data()};
 
-  ops::rmsnorm_forward(a.input, params + w.attn_norm, rows, hidden_, eps_, a.attn_rstd, normed_);
-  // q_proj, k_proj and v_proj are adjacent in the layout: one [qkv_width, hidden] matrix.
-  products_->xwt(normed_, params + w.q_proj, rows, qkv_width_, hidden_, 0.0f, a.qkv);
-  ops::qk_norm_rope_forward(a.qkv, params + w.q_norm, params + w.k_norm, step.shape, rope, eps_, a.qk_rstd, qk_);
+  ops::rmsnorm_forward(a.input, w.gain(layer, Gain::Attn), rows, hidden_, eps_, a.attn_rstd, normed_);
+  w.forward(layer, Block::Qkv, normed_, rows, false, a.qkv);
+  ops::qk_norm_rope_forward(a.qkv, w.gain(layer, Gain::Q), w.gain(layer, Gain::K), step.shape, rope, eps_, a.qk_rstd,
+                            qk_);
   ops::attention_forward(qk_, a.qkv, step.shape, attention_scratch_, team(), a.softmax, a.attn);
   copy_rows(a.input, rows * hidden_, a.mid);
-  products_->xwt(a.attn, params + w.o_proj, rows, hidden_, q_width_, 1.0f, a.mid);
+  w.forward(layer, Block::O, a.attn, rows, true, a.mid);
 
-  ops::rmsnorm_forward(a.mid, params + w.ffn_norm, rows, hidden_, eps_, a.ffn_rstd, normed_);
-  // gate_proj and up_proj are adjacent too: one [2 * ffn, hidden] matrix.
-  products_->xwt(normed_, params + w.gate_proj, rows, 2 * ffn_, hidden_, 0.0f, a.gate_up);
+  ops::rmsnorm_forward(a.mid, w.gain(layer, Gain::Ffn), rows, hidden_, eps_, a.ffn_rstd, normed_);
+  w.forward(layer, Block::GateUp, normed_, rows, false, a.gate_up);
   if (!output) return;
   ops::swiglu_forward(a.gate_up, rows, ffn_, act_);
   copy_rows(a.mid, rows * hidden_, output);
-  products_->xwt(act_, params + w.down_proj, rows, hidden_, ffn_, 1.0f, output);
+  w.forward(layer, Block::Down, act_, rows, true, output);
 }
 
-// Output head and cross-entropy over the counted rows, kHeadChunkRows at a time. With `grads`,
+// Output head and cross-entropy over the counted rows, kHeadChunkRows at a time. With `backward`,
 // also the head's weight gradient and d(final_normed) into d_normed_.
-LossSums CpuTrainingModel::head(const float* params, const int32_t* targets, const Step& step, float grad_scale,
-                                float* grads) {
-  const float* table = params + layout_.head();
-  if (grads) std::memset(d_normed_, 0, step.rows * hidden_ * sizeof(float));
+LossSums CpuTrainingModel::head(const int32_t* targets, const Step& step, float grad_scale, bool backward) {
+  if (backward) std::memset(d_normed_, 0, step.rows * hidden_ * sizeof(float));
   for (size_t start = 0; start < counted_; start += kHeadChunkRows) {
     const size_t n = std::min(kHeadChunkRows, counted_ - start);
     const uint32_t* rows = counted_rows_.data() + start;
@@ -304,11 +300,10 @@ LossSums CpuTrainingModel::head(const float* params, const int32_t* targets, con
       copy_rows(final_normed_ + size_t(rows[i]) * hidden_, hidden_, head_in_ + i * hidden_);
       chunk_targets_[i] = targets[rows[i]];
     }
-    products_->xwt(head_in_, table, n, vocab_, hidden_, 0.0f, head_logits_);
-    ops::cross_entropy(head_logits_, chunk_targets_.data(), n, vocab_, grads != nullptr, grad_scale, row_loss_ + start);
-    if (!grads) continue;
-    products_->dy_w(head_logits_, table, n, vocab_, hidden_, head_dx_);
-    products_->dyt_x(head_logits_, head_in_, n, vocab_, hidden_, grads + layout_.head());
+    weights_->head_forward(head_in_, n, head_logits_);
+    ops::cross_entropy(head_logits_, chunk_targets_.data(), n, vocab_, backward, grad_scale, row_loss_ + start);
+    if (!backward) continue;
+    weights_->head_backward(head_logits_, head_in_, n, head_dx_);
     for (size_t i = 0; i < n; ++i) copy_rows(head_dx_ + i * hidden_, hidden_, d_normed_ + size_t(rows[i]) * hidden_);
   }
   LossSums sums;
@@ -318,66 +313,67 @@ LossSums CpuTrainingModel::head(const float* params, const int32_t* targets, con
 }
 
 // d_stream_ holds d(loss)/d(layer output) on entry and d(loss)/d(layer input) on return.
-void CpuTrainingModel::layer_backward(const float* params, size_t layer, const Step& step, float* grads) {
+void CpuTrainingModel::layer_backward(size_t layer, const Step& step) {
   // The forward pass left the last layer's activations in the shared set.
-  if (options_.recompute_blocks && layer + 1 < layers_.size()) layer_forward(params, layer, step, nullptr);
-  const LayerOffsets& w = layout_.layers()[layer];
+  if (options_.recompute_blocks && layer + 1 < layers_.size()) layer_forward(layer, step, nullptr);
+  ModelWeights& w = *weights_;
   const LayerActivations& a = layers_[layer];
   const size_t rows = step.rows;
   const ops::RopeTables rope{rope_cos_.data(), rope_sin_.data()};
 
   // Feed-forward: gate_up becomes its own gradient and act_ the down projection's input.
-  products_->dy_w(d_stream_, params + w.down_proj, rows, hidden_, ffn_, act_);
+  w.backward_input(layer, Block::Down, d_stream_, rows, act_);
   ops::swiglu_backward(a.gate_up, act_, rows, ffn_);
-  products_->dyt_x(d_stream_, act_, rows, hidden_, ffn_, grads + w.down_proj);
-  ops::rmsnorm_apply(a.mid, a.ffn_rstd, params + w.ffn_norm, rows, hidden_, normed_);
-  products_->dyt_x(a.gate_up, normed_, rows, 2 * ffn_, hidden_, grads + w.gate_proj);
-  products_->dy_w(a.gate_up, params + w.gate_proj, rows, 2 * ffn_, hidden_, d_normed_);
-  ops::rmsnorm_backward(d_normed_, a.mid, a.ffn_rstd, params + w.ffn_norm, rows, hidden_, partials_, d_stream_,
-                        grads + w.ffn_norm);
+  w.backward_weights(layer, Block::Down, d_stream_, act_, rows);
+  ops::rmsnorm_apply(a.mid, a.ffn_rstd, w.gain(layer, Gain::Ffn), rows, hidden_, normed_);
+  w.backward_weights(layer, Block::GateUp, a.gate_up, normed_, rows);
+  w.backward_input(layer, Block::GateUp, a.gate_up, rows, d_normed_);
+  ops::rmsnorm_backward(d_normed_, a.mid, a.ffn_rstd, w.gain(layer, Gain::Ffn), rows, hidden_, partials_, d_stream_,
+                        w.gain_grad(layer, Gain::Ffn));
 
   // Attention.
-  products_->dyt_x(d_stream_, a.attn, rows, hidden_, q_width_, grads + w.o_proj);
-  products_->dy_w(d_stream_, params + w.o_proj, rows, hidden_, q_width_, d_attn_);
-  ops::qk_norm_rope_forward(a.qkv, params + w.q_norm, params + w.k_norm, step.shape, rope, eps_, a.qk_rstd, qk_);
+  w.backward_weights(layer, Block::O, d_stream_, a.attn, rows);
+  w.backward_input(layer, Block::O, d_stream_, rows, d_attn_);
+  ops::qk_norm_rope_forward(a.qkv, w.gain(layer, Gain::Q), w.gain(layer, Gain::K), step.shape, rope, eps_, a.qk_rstd,
+                            qk_);
   ops::attention_backward(qk_, a.qkv, a.softmax, d_attn_, step.shape, attention_scratch_, team(), d_qk_, dk_heads_,
                           dv_heads_);
   ops::reduce_kv_heads(dk_heads_, step.shape, qk_width_, d_qk_ + q_width_);
   ops::reduce_kv_heads(dv_heads_, step.shape, qkv_width_, d_qkv_ + qk_width_);
-  ops::qk_norm_rope_backward(d_qk_, a.qkv, a.qk_rstd, params + w.q_norm, params + w.k_norm, step.shape, rope, partials_,
-                             d_qkv_, grads + w.q_norm, grads + w.k_norm);
-  ops::rmsnorm_apply(a.input, a.attn_rstd, params + w.attn_norm, rows, hidden_, normed_);
-  products_->dyt_x(d_qkv_, normed_, rows, qkv_width_, hidden_, grads + w.q_proj);
-  products_->dy_w(d_qkv_, params + w.q_proj, rows, qkv_width_, hidden_, d_normed_);
-  ops::rmsnorm_backward(d_normed_, a.input, a.attn_rstd, params + w.attn_norm, rows, hidden_, partials_, d_stream_,
-                        grads + w.attn_norm);
+  ops::qk_norm_rope_backward(d_qk_, a.qkv, a.qk_rstd, w.gain(layer, Gain::Q), w.gain(layer, Gain::K), step.shape, rope,
+                             partials_, d_qkv_, w.gain_grad(layer, Gain::Q), w.gain_grad(layer, Gain::K));
+  ops::rmsnorm_apply(a.input, a.attn_rstd, w.gain(layer, Gain::Attn), rows, hidden_, normed_);
+  w.backward_weights(layer, Block::Qkv, d_qkv_, normed_, rows);
+  w.backward_input(layer, Block::Qkv, d_qkv_, rows, d_normed_);
+  ops::rmsnorm_backward(d_normed_, a.input, a.attn_rstd, w.gain(layer, Gain::Attn), rows, hidden_, partials_, d_stream_,
+                        w.gain_grad(layer, Gain::Attn));
 }
 
 Expected<LossSums> CpuTrainingModel::forward_backward(std::span<const float> params, const TokenBatch& batch,
                                                       float grad_scale, std::span<float> grads) {
   KIPP_ASSIGN_OR_RETURN(const Step step, check(params, batch.inputs, batch.batch, batch.seq_len));
   KIPP_RETURN_IF_ERROR(check_targets(batch.targets, step));
-  if (grads.size() != layout_.total()) {
+  if (grads.size() != weights_->parameter_count()) {
     return make_error("training model: gradient buffer has " + std::to_string(grads.size()) + " floats, expected " +
-                      std::to_string(layout_.total()));
+                      std::to_string(weights_->parameter_count()));
   }
-  const float* p = params.data();
-  float* g = grads.data();
-  forward(p, batch.inputs.data(), step);
-  const LossSums sums = head(p, batch.targets.data(), step, grad_scale, g);
+  weights_->begin({params.data(), grads.data(), true, batch.noise_key});
+  forward(batch.inputs.data(), step);
+  const LossSums sums = head(batch.targets.data(), step, grad_scale, true);
   std::memset(d_stream_, 0, step.rows * hidden_ * sizeof(float));
-  ops::rmsnorm_backward(d_normed_, final_input_, final_rstd_, p + layout_.final_norm(), step.rows, hidden_, partials_,
-                        d_stream_, g + layout_.final_norm());
-  for (size_t l = layers_.size(); l-- > 0;) layer_backward(p, l, step, g);
-  ops::embedding_backward(d_stream_, batch.inputs.data(), step.rows, hidden_, g + layout_.embedding());
+  ops::rmsnorm_backward(d_normed_, final_input_, final_rstd_, weights_->final_gain(), step.rows, hidden_, partials_,
+                        d_stream_, weights_->final_gain_grad());
+  for (size_t l = layers_.size(); l-- > 0;) layer_backward(l, step);
+  weights_->embed_backward(d_stream_, batch.inputs.data(), step.rows);
   return sums;
 }
 
 Expected<LossSums> CpuTrainingModel::evaluate(std::span<const float> params, const TokenBatch& batch) {
   KIPP_ASSIGN_OR_RETURN(const Step step, check(params, batch.inputs, batch.batch, batch.seq_len));
   KIPP_RETURN_IF_ERROR(check_targets(batch.targets, step));
-  forward(params.data(), batch.inputs.data(), step);
-  return head(params.data(), batch.targets.data(), step, 0.0f, nullptr);
+  weights_->begin({params.data(), nullptr, false, 0});
+  forward(batch.inputs.data(), step);
+  return head(batch.targets.data(), step, 0.0f, false);
 }
 
 Status CpuTrainingModel::logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
@@ -387,16 +383,17 @@ Status CpuTrainingModel::logits(std::span<const float> params, std::span<const i
     return make_error("training model: logits buffer holds " + std::to_string(out.size()) + " floats, expected " +
                       std::to_string(step.rows) + " x vocab " + std::to_string(vocab_));
   }
-  forward(params.data(), inputs.data(), step);
-  products_->xwt(final_normed_, params.data() + layout_.head(), step.rows, vocab_, hidden_, 0.0f, out.data());
+  weights_->begin({params.data(), nullptr, false, 0});
+  forward(inputs.data(), step);
+  weights_->head_forward(final_normed_, step.rows, out.data());
   return {};
 }
 
 }  // namespace
 
-Expected<std::unique_ptr<TrainingModel>> TrainingModel::create(const ParameterLayout& layout,
-                                                               const TrainingModelOptions& options) {
-  KIPP_RETURN_IF_ERROR(layout.config().validate());
+namespace {
+
+Status check_options(const TrainingModelOptions& options) {
   if (options.max_batch == 0 || options.seq_len == 0) {
     return make_error("training model: max_batch and seq_len must be positive (got " +
                       std::to_string(options.max_batch) + " and " + std::to_string(options.seq_len) + ")");
@@ -406,15 +403,33 @@ Expected<std::unique_ptr<TrainingModel>> TrainingModel::create(const ParameterLa
   if (rows > uint64_t{INT_MAX}) {
     return make_error("training model: max_batch x seq_len = " + std::to_string(rows) + " rows is too large");
   }
-  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<LinearProducts> products, make_linear_products(options.precision));
-  auto model = std::make_unique<CpuTrainingModel>(layout, options, std::move(products));
+  return {};
+}
+
+Expected<std::unique_ptr<TrainingModel>> make_model(const ModelConfig& config, const TrainingModelOptions& options,
+                                                    std::unique_ptr<ModelWeights> weights) {
+  auto model = std::make_unique<CpuTrainingModel>(config, options, std::move(weights));
   KIPP_RETURN_IF_ERROR(model->allocate());
   return std::unique_ptr<TrainingModel>(std::move(model));
 }
 
-Expected<std::unique_ptr<TrainingModel>> TrainingModel::create_lora(const FrozenBase&, const AdapterLayout&,
-                                                                    const TrainingModelOptions&) {
-  return make_error("LoRA training is not available yet");
+}  // namespace
+
+Expected<std::unique_ptr<TrainingModel>> TrainingModel::create(const ParameterLayout& layout,
+                                                               const TrainingModelOptions& options) {
+  KIPP_RETURN_IF_ERROR(layout.config().validate());
+  KIPP_RETURN_IF_ERROR(check_options(options));
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<LinearProducts> products, make_linear_products(options.precision));
+  return make_model(layout.config(), options, make_full_weights(layout, std::move(products)));
+}
+
+Expected<std::unique_ptr<TrainingModel>> TrainingModel::create_lora(const FrozenBase& base,
+                                                                    const AdapterLayout& adapters,
+                                                                    const TrainingModelOptions& options) {
+  KIPP_RETURN_IF_ERROR(check_options(options));
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
+                        make_lora_weights(base, adapters, size_t{options.max_batch} * options.seq_len));
+  return make_model(base.config(), options, std::move(weights));
 }
 
 }  // namespace kipp::train

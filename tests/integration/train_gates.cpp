@@ -28,6 +28,7 @@
 #include "core/files.h"
 #include "format/safetensors.h"
 #include "gate_report.h"
+#include "hf_config_text.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
@@ -59,6 +60,7 @@ struct Tools {
 
 using gates::checks_failed;
 using gates::checks_run;
+using gates::hf_config_text;
 using gates::report;
 using gates::scientific;
 
@@ -91,20 +93,6 @@ std::vector<GateConfig> gate_configs() {
   untied.tie_embeddings = false;
   // 80 positions: more than one 64-row attention block.
   return {{"tied", tied, 3, 24}, {"untied", untied, 2, 80}};
-}
-
-std::string hf_config_text(const ModelConfig& c) {
-  nlohmann::json j = {{"hidden_size", c.hidden_size},
-                      {"num_hidden_layers", c.num_layers},
-                      {"num_attention_heads", c.num_heads},
-                      {"num_key_value_heads", c.num_kv_heads},
-                      {"head_dim", c.head_dim},
-                      {"intermediate_size", c.ffn_size},
-                      {"vocab_size", c.vocab_size},
-                      {"rope_theta", c.rope_theta},
-                      {"rms_norm_eps", c.rms_norm_eps},
-                      {"tie_word_embeddings", c.tie_embeddings}};
-  return j.dump(2);
 }
 
 // Initial weights with norm gains drawn around 1, so a gradient that ignores a gain shows.
