@@ -471,16 +471,39 @@ Status remove_partial_checkpoints(const std::string& run_dir) {
   return filesystem_status(error, "cannot list " + run_dir);
 }
 
+namespace {
+
+// "out/" names the folder "out": the temporary sibling goes next to it, not inside.
+std::string folder_path(const std::string& out_dir) {
+  const fs::path out(out_dir);
+  return (out.has_filename() ? out : out.parent_path()).string();
+}
+
+}  // namespace
+
+Status check_new_folder(const std::string& out_dir) {
+  const std::string folder = folder_path(out_dir);
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(folder, error))) return make_error(folder + " already exists; choose a new folder");
+  return {};
+}
+
+Status write_new_folder(const std::string& out_dir, const std::function<Status(const std::string& dir)>& fill) {
+  KIPP_RETURN_IF_ERROR(check_new_folder(out_dir));
+  const std::string folder = folder_path(out_dir);
+  std::error_code error;
+  fs::create_directories(parent_folder(folder), error);
+  KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot create the folder of " + folder));
+  StagingFolder staging(folder + ".tmp-" + pid_text());
+  KIPP_RETURN_IF_ERROR(staging.create());
+  KIPP_RETURN_IF_ERROR(fill(staging.path()));
+  return staging.publish(folder);
+}
+
 Status average_checkpoints(const std::vector<std::string>& dirs, const std::string& out_dir) {
   if (dirs.size() < 2) return make_error("averaging needs at least two checkpoint folders");
-  // "out/" names the folder "out": the temporary sibling goes next to it, not inside.
-  const fs::path out(out_dir);
-  const std::string folder = (out.has_filename() ? out : out.parent_path()).string();
-  std::error_code error;
-  if (fs::exists(fs::symlink_status(folder, error))) {
-    return make_error(folder + " already exists; choose a new folder");
-  }
-
+  // Refused before any weight is read.
+  KIPP_RETURN_IF_ERROR(check_new_folder(out_dir));
   KIPP_ASSIGN_OR_RETURN(const ModelConfig config, read_model_config(dirs[0]));
   const ParameterLayout layout(config);
   std::vector<SafetensorsFile> sources;
@@ -520,12 +543,9 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
     KIPP_ASSIGN_OR_RETURN(tokenizer_config_json, read_text_file(tokenizer_config_path));
   }
 
-  fs::create_directories(parent_folder(folder), error);
-  KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot create the folder of " + folder));
-  StagingFolder staging(folder + ".tmp-" + pid_text());
-  KIPP_RETURN_IF_ERROR(staging.create());
-  KIPP_RETURN_IF_ERROR(write_model_folder(staging.path(), layout, mean, tokenizer_json, tokenizer_config_json));
-  return staging.publish(folder);
+  return write_new_folder(out_dir, [&](const std::string& dir) {
+    return write_model_folder(dir, layout, mean, tokenizer_json, tokenizer_config_json);
+  });
 }
 
 Expected<TrainerState> load_trainer_state(const std::string& dir) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -79,6 +80,12 @@ Expected<TrainerState> load_trainer_state(const std::string& dir);
 // newer than `latest` that no link names (saved, but the links never moved; resume writes
 // them again).
 Status remove_partial_checkpoints(const std::string& run_dir);
+
+// Creates the folder `out_dir`, which must not exist yet, all at once: `fill` writes the files
+// into a temporary sibling that is renamed into place only when it succeeds.
+Status write_new_folder(const std::string& out_dir, const std::function<Status(const std::string& dir)>& fill);
+// The error write_new_folder gives when `out_dir` exists, for callers that refuse before working.
+Status check_new_folder(const std::string& out_dir);
 
 // Element-wise mean of the weights of several checkpoint folders of one model, written as a
 // model folder (tokenizer copied from the first).
