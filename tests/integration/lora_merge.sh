@@ -75,4 +75,4 @@ cp "$work/adapter/adapter_config.json" "$work/adapter-empty/"
 "$expect_error" "BASE no/such/base: no such file or folder" \
   "$kipp" lora merge no/such/base "$work/adapter" -o "$work/never"
 [[ ! -e "$work/never" ]] || { echo "FAIL: a refused merge left $work/never" >&2; exit 1; }
-echo "PASS"
+echo "PASS: each refusal is one error"
