@@ -448,7 +448,8 @@ void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, ui
 // Where a LoRA run's frozen base is: --init for a new run, the base_model_name_or_path its
 // latest adapters recorded for a resumed one.
 Expected<std::string> lora_base_path(const TrainRun& run, const std::string& latest, const ModelConfig& config) {
-  if (!run.resume) return *run.init_path;
+  // Absolute, so a resume from another working directory finds it.
+  if (!run.resume) return fs::absolute(*run.init_path).lexically_normal().string();
   KIPP_ASSIGN_OR_RETURN(const PeftAdapter saved, load_peft_adapter(latest, config));
   if (saved.base_model.empty()) {
     return make_error(latest + "/" + kAdapterConfigFile + ": no base_model_name_or_path, so the frozen base is unknown");
