@@ -515,3 +515,21 @@ TEST(TrainConfigInit, ReadsTheSourceConfigOfAnHfFolder) {
 
 }  // namespace
 }  // namespace kipp::train
+
+namespace kipp::train {
+namespace {
+
+TEST(TrainConfigLora, ShippedLoraConfigTrainsRank16AdaptersOnEveryProjection) {
+  auto config = load_train_config(std::string(KIPP_SOURCE_DIR) + "/configs/lora-qwen3-0.6b.yaml", kRequired);
+  ASSERT_TRUE(config.ok()) << config.message();
+  const LoraOptions& lora = config->train.lora;
+  EXPECT_EQ(lora.rank, 16u);
+  EXPECT_EQ(lora.alpha, 32.0);
+  EXPECT_EQ(lora.dropout, 0.05);
+  EXPECT_EQ(lora.targets, std::vector<LoraTarget>(kAllLoraTargets.begin(), kAllLoraTargets.end()));
+  EXPECT_EQ(config->train.lr, 2e-4);
+  EXPECT_EQ(config->data.chat_format, "qwen3");
+}
+
+}  // namespace
+}  // namespace kipp::train
