@@ -37,8 +37,8 @@ int run_merge(const MergeArgs& args) {
   auto summary = train::merge_lora(*base, args.adapter, args.output, options);
   if (!summary) return fail(summary.message());
   std::printf("merged %lu projections of %s into %s (model.safetensors %s, %.1f MB); next: kipp convert %s OUT.gguf\n",
-              (unsigned long)summary->merged_tensors, args.adapter.c_str(), args.output.c_str(),
-              summary->dtype.c_str(), double(summary->bytes) / 1e6, args.output.c_str());
+              (unsigned long)summary->merged_tensors, args.adapter.c_str(), args.output.c_str(), summary->dtype.c_str(),
+              double(summary->bytes) / 1e6, args.output.c_str());
   return 0;
 }
 

@@ -36,6 +36,10 @@ made), an HF checkpoint folder or a GGUF. Its config fills the model section: le
 keys out, or any you give must equal the checkpoint's. Its tokenizer.json is the default
 tokenizer.
 
+With train.lora.rank > 0 (configs/lora-qwen3-0.6b.yaml) --init names the frozen base and only
+LoRA adapters train (QLoRA with a Q8_0 or affine4 GGUF); checkpoints and RUN_DIR/adapter are
+PEFT adapter folders, which `kipp lora merge BASE RUN_DIR/adapter -o DIR` folds into the base.
+
 --resume continues RUN_DIR from `latest` with the config saved there (plus any --set): the
 following steps are bitwise those of an uninterrupted run on the same thread count.
 Ctrl-C or SIGTERM saves a checkpoint and exits; a second Ctrl-C exits at once.

@@ -444,11 +444,10 @@ Status load_training_state(const std::string& dir, std::span<const ParamTensor> 
 
 Expected<std::string> save_checkpoint(const std::string& run_dir, const ParameterLayout& layout,
                                       const CheckpointData& data, bool is_best, uint32_t keep_last) {
-  return save_any_checkpoint(run_dir, layout.tensors(), layout.total(), data, is_best, keep_last,
-                             [&](const std::string& dir) {
-                               return write_model_folder(dir, layout, data.params, data.tokenizer_json,
-                                                         data.tokenizer_config_json);
-                             });
+  return save_any_checkpoint(
+      run_dir, layout.tensors(), layout.total(), data, is_best, keep_last, [&](const std::string& dir) {
+        return write_model_folder(dir, layout, data.params, data.tokenizer_json, data.tokenizer_config_json);
+      });
 }
 
 Expected<std::string> save_checkpoint(const std::string& run_dir, const AdapterLayout& adapters,

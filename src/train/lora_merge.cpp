@@ -14,8 +14,9 @@ namespace kipp::train {
 namespace {
 
 // What a tokenizer folder may hold besides tokenizer.json; each is copied when present.
-constexpr const char* kTokenizerFiles[] = {"tokenizer.json",          "tokenizer_config.json", "generation_config.json",
-                                           "special_tokens_map.json", "vocab.json",            "merges.txt"};
+constexpr const char* kTokenizerFiles[] = {
+    "tokenizer.json", "tokenizer_config.json", "generation_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt"};
 
 void tell(const MergeOptions& options, const std::string& line) {
   if (options.on_progress) options.on_progress(line);
@@ -121,8 +122,8 @@ Expected<MergeSummary> merge_lora(const InitSource& base, const std::string& ada
     for (LoraTarget target : kAllLoraTargets) {
       const LoraAdapter* found = adapters.find(layer, target);
       if (!found) continue;
-      const std::string name = "model.layers." + std::to_string(layer) + "." + std::string(lora_module_name(target)) +
-                               ".weight";
+      const std::string name =
+          "model.layers." + std::to_string(layer) + "." + std::string(lora_module_name(target)) + ".weight";
       const ParamTensor* weight = layout.find(name);
       add_low_rank(values.data() + weight->offset, adapter.values.data() + found->a, adapter.values.data() + found->b,
                    found->out, found->in, adapter.options.rank, scale);

@@ -23,7 +23,7 @@ struct MergeOptions {
 
 struct MergeSummary {
   uint64_t merged_tensors = 0;
-  std::string dtype;  // of model.safetensors: the HF base's ("BF16", "F16", "F32"), BF16 for a GGUF
+  std::string dtype;   // of model.safetensors: the HF base's ("BF16", "F16", "F32"), BF16 for a GGUF
   uint64_t bytes = 0;  // of model.safetensors
 };
 

@@ -101,7 +101,8 @@ Expected<LoraOptions> parse_adapter_config(const std::string& path, std::string&
   }
   const auto modules = root.find("target_modules");
   if (modules == root.end() || !modules->is_array() || modules->empty()) {
-    return make_error(path + ": 'target_modules' must be a non-empty list of module names (q_proj ... down_proj), found " +
+    return make_error(path +
+                      ": 'target_modules' must be a non-empty list of module names (q_proj ... down_proj), found " +
                       (modules == root.end() ? std::string("nothing") : modules->dump()));
   }
   options.targets.clear();
@@ -138,8 +139,7 @@ Status save_peft_adapter(const std::string& dir, const AdapterLayout& layout, st
     tensors.push_back({t.name, SafetensorsDtype::F32, t.shape, {bytes, t.count * sizeof(float)}});
   }
   KIPP_RETURN_IF_ERROR(write_safetensors(join_path(dir, kAdapterModelFile), tensors, {{"format", "pt"}}));
-  return write_text_file_atomic(join_path(dir, kAdapterConfigFile),
-                                adapter_config_json(layout.options(), base_model));
+  return write_text_file_atomic(join_path(dir, kAdapterConfigFile), adapter_config_json(layout.options(), base_model));
 }
 
 Expected<PeftAdapter> load_peft_adapter(const std::string& dir, const ModelConfig& config) {
@@ -158,16 +158,15 @@ Expected<PeftAdapter> load_peft_adapter(const std::string& dir, const ModelConfi
                         ", but the base's " + std::string(t.name.ends_with(".lora_A.weight") ? "[r, in]" : "[out, r]") +
                         " is " + shape_text(t.shape) + ": the adapter was made for another model");
     }
-    KIPP_RETURN_IF_ERROR(
-        with_context(safetensors_to_f32(*found, file.data(*found), std::span(out.values).subspan(t.offset, t.count)),
-                     file.path()));
+    KIPP_RETURN_IF_ERROR(with_context(
+        safetensors_to_f32(*found, file.data(*found), std::span(out.values).subspan(t.offset, t.count)), file.path()));
     used.insert(found->name);
   }
   for (const SafetensorsTensor& tensor : file.tensors()) {
     if (!used.count(tensor.name)) {
-      return make_error(file.path() + ": tensor " + tensor.name +
-                        " is not an adapter of this base (layers 0.." + std::to_string(config.num_layers - 1) +
-                        ", targets " + std::to_string(out.options.targets.size()) + ")");
+      return make_error(file.path() + ": tensor " + tensor.name + " is not an adapter of this base (layers 0.." +
+                        std::to_string(config.num_layers - 1) + ", targets " +
+                        std::to_string(out.options.targets.size()) + ")");
     }
   }
   return out;

@@ -29,8 +29,8 @@ Status save_peft_adapter(const std::string& dir, const AdapterLayout& layout, st
                          const std::string& base_model);
 
 struct PeftAdapter {
-  LoraOptions options;     // r, lora_alpha, lora_dropout, target_modules
-  std::string base_model;  // base_model_name_or_path ("" when null)
+  LoraOptions options;        // r, lora_alpha, lora_dropout, target_modules
+  std::string base_model;     // base_model_name_or_path ("" when null)
   std::vector<float> values;  // in AdapterLayout(config, options) order
 };
 

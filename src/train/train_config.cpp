@@ -445,8 +445,9 @@ class Reader {
     for (size_t i = 0; i < s.node.size(); ++i) {
       const YAML::Node item = s.node[i];
       const std::string where = s.origin + name + "[" + std::to_string(i) + "]: ";
-      auto target = item.IsScalar() ? parse_lora_target(item.Scalar())
-                                    : Expected<LoraTarget>(make_error("expected a LoRA target, got " + found_text(item)));
+      auto target = item.IsScalar()
+                        ? parse_lora_target(item.Scalar())
+                        : Expected<LoraTarget>(make_error("expected a LoRA target, got " + found_text(item)));
       if (!target) {
         errors_.push_back(where + target.message());
         ok = false;

@@ -102,7 +102,7 @@ class Loop {
 
   Status resume_from(const std::string& dir) {
     KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, trained_.adapters ? load_checkpoint(dir, *trained_.adapters)
-                                                                      : load_checkpoint(dir, trained_.model));
+                                                                     : load_checkpoint(dir, trained_.model));
     const std::string expected = rng_state_text(config_.data.seed, dataset_);
     if (loaded.state.rng_state != expected) {
       return make_error(dir + ": the run's data order (" + loaded.state.rng_state +
@@ -360,8 +360,8 @@ class Loop {
     const std::string dir = config_.run_dir + "/adapter";
     KIPP_RETURN_IF_ERROR(save_peft_adapter(dir, *trained_.adapters, params_, trained_.base));
     KIPP_RETURN_IF_ERROR(write_tokenizer_files(dir, tokenizer_.tokenizer_json, tokenizer_.tokenizer_config_json));
-    tell(events_, "adapter (step " + std::to_string(state_.step) + ") written to " + dir + "; merge it with: kipp lora merge " +
-                      trained_.base + " " + dir + " -o MERGED_DIR");
+    tell(events_, "adapter (step " + std::to_string(state_.step) + ") written to " + dir +
+                      "; merge it with: kipp lora merge " + trained_.base + " " + dir + " -o MERGED_DIR");
     return {};
   }
 
@@ -433,16 +433,16 @@ Expected<TrainConfig> resolve_vocab_size(const TrainConfig& config, const data::
   return resolved;
 }
 
-void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t seq_len,
-               const Trained& trained, int threads) {
+void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t seq_len, const Trained& trained,
+               int threads) {
   const data::CacheStats& stats = dataset.train_cache().stats();
   tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
                    " malformed, " + std::to_string(stats.all_masked) + " without assistant tokens, skipped), " +
                    std::to_string(stats.tokens) + " tokens (" + std::to_string(stats.counted) + " carry loss), " +
                    std::to_string(dataset.train_count()) + " training and " +
                    std::to_string(dataset.validation_count()) + " validation windows of " + std::to_string(seq_len) +
-                   "; " + (trained.adapters ? "adapters: " : "model: ") + std::to_string(trained.total()) + " parameters; " + std::to_string(threads) +
-                   " threads");
+                   "; " + (trained.adapters ? "adapters: " : "model: ") + std::to_string(trained.total()) +
+                   " parameters; " + std::to_string(threads) + " threads");
 }
 
 // Where a LoRA run's frozen base is: --init for a new run, the base_model_name_or_path its
@@ -452,7 +452,8 @@ Expected<std::string> lora_base_path(const TrainRun& run, const std::string& lat
   if (!run.resume) return fs::absolute(*run.init_path).lexically_normal().string();
   KIPP_ASSIGN_OR_RETURN(const PeftAdapter saved, load_peft_adapter(latest, config));
   if (saved.base_model.empty()) {
-    return make_error(latest + "/" + kAdapterConfigFile + ": no base_model_name_or_path, so the frozen base is unknown");
+    return make_error(latest + "/" + kAdapterConfigFile +
+                      ": no base_model_name_or_path, so the frozen base is unknown");
   }
   return saved.base_model;
 }
@@ -461,7 +462,8 @@ Expected<std::string> lora_base_path(const TrainRun& run, const std::string& lat
 std::string lora_summary(const FrozenBase& base, const std::string& path, const AdapterLayout& adapters) {
   const LoraOptions& o = adapters.options();
   char line[160];
-  std::snprintf(line, sizeof line, " (%s, %.1f MB); rank %u, alpha %g, dropout %g, %zu targets; %llu adapter parameters",
+  std::snprintf(line, sizeof line,
+                " (%s, %.1f MB); rank %u, alpha %g, dropout %g, %zu targets; %llu adapter parameters",
                 base.storage().c_str(), double(base.bytes()) / 1e6, o.rank, o.alpha, o.dropout, o.targets.size(),
                 static_cast<unsigned long long>(adapters.total()));
   return "LoRA: frozen base " + path + line;

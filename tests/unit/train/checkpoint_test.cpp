@@ -369,8 +369,9 @@ TEST(LoraCheckpoint, AdaptersAndOptimizerLoadBackBitwiseAndKindsRefuseEachOther)
   data.tokenizer_json = "{}";
   auto saved = save_checkpoint(run, adapters, "/models/base", data, true, 3);
   ASSERT_TRUE(saved.ok()) << saved.message();
-  EXPECT_EQ(entries(*saved), (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors",
-                                                       "optimizer.safetensors", "tokenizer.json", "trainer_state.json"}));
+  EXPECT_EQ(entries(*saved),
+            (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors",
+                                      "tokenizer.json", "trainer_state.json"}));
   EXPECT_EQ(fs::read_symlink(run + "/latest").filename(), "step-00000004");
   EXPECT_EQ(fs::read_symlink(run + "/best").filename(), "step-00000004");
   auto optimizer = SafetensorsFile::open(*saved + "/optimizer.safetensors");
@@ -397,8 +398,8 @@ TEST(LoraCheckpoint, AdaptersAndOptimizerLoadBackBitwiseAndKindsRefuseEachOther)
 
   data.state.step = 5;
   ASSERT_TRUE(save_checkpoint(run, adapters, "/models/base", data, false, 3).ok());
-  const Status averaged =
-      average_checkpoints({run + "/checkpoints/step-00000004", run + "/checkpoints/step-00000005"}, dir.path() + "/avg");
+  const Status averaged = average_checkpoints({run + "/checkpoints/step-00000004", run + "/checkpoints/step-00000005"},
+                                              dir.path() + "/avg");
   ASSERT_FALSE(averaged.ok());
   EXPECT_TRUE(has_substr(averaged.message(), "holds LoRA adapters: they cannot be averaged")) << averaged.message();
   EXPECT_FALSE(fs::exists(dir.path() + "/avg"));

@@ -115,8 +115,8 @@ TEST_F(PeftAdapterTest, ReadsPeftNamesWithTheAdapterNameAndBf16Values) {
     bits.emplace_back(t.count);
     for (uint64_t i = 0; i < t.count; ++i) bits.back()[i] = f32_to_bf16(float(i) * 0.25f);
     const std::string name = t.name.substr(0, t.name.size() - 7) + ".default.weight";
-    tensors.push_back({name, SafetensorsDtype::BF16, t.shape,
-                       {reinterpret_cast<const uint8_t*>(bits.back().data()), t.count * 2}});
+    tensors.push_back(
+        {name, SafetensorsDtype::BF16, t.shape, {reinterpret_cast<const uint8_t*>(bits.back().data()), t.count * 2}});
   }
   ASSERT_TRUE(write_safetensors(dir_ + "/adapter_model.safetensors", tensors).ok());
 
@@ -137,8 +137,9 @@ TEST_F(PeftAdapterTest, AnAdapterForAnotherShapeNamesTheTensor) {
   ASSERT_TRUE(save_peft_adapter(dir_, layout, ramp(layout.total()), "").ok());
   auto loaded = load_peft_adapter(dir_, small_config());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_TRUE(has_substr(loaded.message(), "tensor base_model.model.model.layers.0.mlp.up_proj.lora_B.weight has "
-                                           "shape [128, 4], but the base's [out, r] is [96, 4]"))
+  EXPECT_TRUE(has_substr(loaded.message(),
+                         "tensor base_model.model.model.layers.0.mlp.up_proj.lora_B.weight has "
+                         "shape [128, 4], but the base's [out, r] is [96, 4]"))
       << loaded.message();
 
   ModelConfig deeper = small_config();
@@ -152,8 +153,9 @@ TEST_F(PeftAdapterTest, AnAdapterForAnotherShapeNamesTheTensor) {
   shallower.num_layers = 1;
   auto extra = load_peft_adapter(dir_, shallower);
   ASSERT_FALSE(extra.ok());
-  EXPECT_TRUE(has_substr(extra.message(), "tensor base_model.model.model.layers.1.mlp.up_proj.lora_A.weight is not "
-                                          "an adapter of this base"))
+  EXPECT_TRUE(has_substr(extra.message(),
+                         "tensor base_model.model.model.layers.1.mlp.up_proj.lora_A.weight is not "
+                         "an adapter of this base"))
       << extra.message();
 }
 

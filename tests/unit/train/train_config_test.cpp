@@ -306,7 +306,8 @@ TEST(TrainConfigLora, NestedKeysParseWithDefaultsForTheRest) {
   EXPECT_EQ(config->train.lr, 2e-4);
 
   // Each nested key can be set from the command line; the later value wins.
-  auto overridden = parse("train: {lora: {rank: 4}}", {"train.lora.rank=8", "train.lora.alpha=3", "train.lora.dropout=0.1"});
+  auto overridden =
+      parse("train: {lora: {rank: 4}}", {"train.lora.rank=8", "train.lora.alpha=3", "train.lora.dropout=0.1"});
   ASSERT_TRUE(overridden.ok()) << overridden.message();
   EXPECT_EQ(overridden->train.lora.rank, 8u);
   EXPECT_EQ(overridden->train.lora.alpha, 3.0);
@@ -327,7 +328,8 @@ TEST(TrainConfigLora, EveryBadValueIsOneErrorNamingTheKey) {
   EXPECT_TRUE(has_substr(message, "train.lora.rnak: unknown key (did you mean train.lora.rank?)")) << message;
   EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 6) << message;
 
-  EXPECT_TRUE(has_substr(error_of("train: {lora: 16}"), "train.lora: expected a section of key: value lines, got '16'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train: {lora: 16}"), "train.lora: expected a section of key: value lines, got '16'"));
   EXPECT_TRUE(has_substr(error_of("train: {lora: {targets: []}}"),
                          "train.lora.targets: expected a non-empty list of q, k, v, o, gate, up, down, got a list"));
   EXPECT_TRUE(has_substr(error_of("", {"train.lora=16"}),
