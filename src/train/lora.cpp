@@ -65,9 +65,15 @@ AdapterLayout::AdapterLayout(const ModelConfig& config, const LoraOptions& optio
       const std::string prefix =
           "base_model.model.model.layers." + std::to_string(layer) + "." + std::string(names(target).module);
       LoraAdapter adapter{.a = total_, .b = total_ + uint64_t{options.rank} * in, .in = in, .out = out};
-      tensors_.push_back({prefix + ".lora_A.weight", {options.rank, in}, adapter.a, uint64_t{options.rank} * in,
+      tensors_.push_back({prefix + ".lora_A.weight",
+                          {options.rank, in},
+                          adapter.a,
+                          uint64_t{options.rank} * in,
                           ParamKind::Projection});
-      tensors_.push_back({prefix + ".lora_B.weight", {out, options.rank}, adapter.b, uint64_t{out} * options.rank,
+      tensors_.push_back({prefix + ".lora_B.weight",
+                          {out, options.rank},
+                          adapter.b,
+                          uint64_t{out} * options.rank,
                           ParamKind::Projection});
       total_ = adapter.b + uint64_t{out} * options.rank;
       layers_[layer][size_t(target)] = adapter;

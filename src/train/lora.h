@@ -19,13 +19,12 @@ namespace kipp::train {
 
 // The seven projections of a decoder layer, in the order of the `train.lora.targets` names.
 enum class LoraTarget : uint8_t { Q, K, V, O, Gate, Up, Down };
-inline constexpr std::array<LoraTarget, 7> kAllLoraTargets = {LoraTarget::Q,    LoraTarget::K,  LoraTarget::V,
-                                                              LoraTarget::O,    LoraTarget::Gate, LoraTarget::Up,
-                                                              LoraTarget::Down};
+inline constexpr std::array<LoraTarget, 7> kAllLoraTargets = {
+    LoraTarget::Q, LoraTarget::K, LoraTarget::V, LoraTarget::O, LoraTarget::Gate, LoraTarget::Up, LoraTarget::Down};
 
-std::string_view lora_target_name(LoraTarget target);    // "q", "k", "v", "o", "gate", "up", "down"
-std::string_view lora_module_name(LoraTarget target);    // "self_attn.q_proj" ... "mlp.down_proj"
-std::string_view lora_peft_module(LoraTarget target);    // PEFT's target_modules entry: "q_proj" ...
+std::string_view lora_target_name(LoraTarget target);           // "q", "k", "v", "o", "gate", "up", "down"
+std::string_view lora_module_name(LoraTarget target);           // "self_attn.q_proj" ... "mlp.down_proj"
+std::string_view lora_peft_module(LoraTarget target);           // PEFT's target_modules entry: "q_proj" ...
 Expected<LoraTarget> parse_lora_target(std::string_view name);  // the short name or the PEFT module name
 
 struct LoraOptions {
