@@ -13,10 +13,9 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/model_source.h"
 #include "cli/train_dashboard.h"
 #include "core/files.h"
-#include "model/registry.h"
-#include "pull/pull.h"
 #include "train/checkpoint.h"
 #include "train/init_source.h"
 #include "train/train_config.h"
@@ -36,6 +35,10 @@ Face folder that `kipp convert` turns into GGUF.
 made), an HF checkpoint folder or a GGUF. Its config fills the model section: leave the model
 keys out, or any you give must equal the checkpoint's. Its tokenizer.json is the default
 tokenizer.
+
+With train.lora.rank > 0 (configs/lora-qwen3-0.6b.yaml) --init names the frozen base and only
+LoRA adapters train (QLoRA with a Q8_0 or affine4 GGUF); checkpoints and RUN_DIR/adapter are
+PEFT adapter folders, which `kipp lora merge BASE RUN_DIR/adapter -o DIR` folds into the base.
 
 --resume continues RUN_DIR from `latest` with the config saved there (plus any --set): the
 following steps are bitwise those of an uninterrupted run on the same thread count.
@@ -86,25 +89,6 @@ std::string duration_text(double seconds) {
   return text;
 }
 
-// --init SOURCE: a GGUF or HF folder on disk, else a registry name, which means the folder
-// `kipp pull` downloads it into.
-Expected<train::InitSource> open_init_source(const std::string& source) {
-  std::error_code error;
-  if (std::filesystem::exists(source, error)) return train::read_init_source(source, source);
-  const RegistryEntry* entry = Registry::builtin().find(source);
-  if (entry == nullptr) {
-    return make_error("--init " + source +
-                      ": no such file or folder, nor a registry name (kipp registry lists them); give a GGUF, an HF "
-                      "checkpoint folder or a name such as Qwen/Qwen3-0.6B");
-  }
-  KIPP_ASSIGN_OR_RETURN(const std::string dir, default_pull_dir(entry->id, entry->revision));
-  if (!file_exists(dir + "/config.json")) {
-    return make_error("--init " + source + ": " + entry->id + " has not been pulled (no " + dir +
-                      "/config.json); run `kipp pull " + entry->id + "` first, or give the folder or GGUF it is in");
-  }
-  return train::read_init_source(source, dir);
-}
-
 int run_train(const TrainArgs& args) {
   train::TrainRun run;
   const std::string config_path = args.resume.empty() ? args.config : args.resume + "/config.yaml";
@@ -117,7 +101,7 @@ int run_train(const TrainArgs& args) {
   }
   std::optional<train::InitSource> init;
   if (!args.init.empty()) {
-    auto source = open_init_source(args.init);
+    auto source = open_model_source("--init", args.init);
     if (!source) return fail(source.message());
     init = std::move(*source);
     run.init_path = init->path;

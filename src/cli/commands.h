@@ -23,6 +23,7 @@ void register_render(CLI::App& app, Action& action);
 void register_chat(CLI::App& app, Action& action);
 void register_train(CLI::App& app, Action& action);
 void register_average(CLI::App& app, Action& action);
+void register_lora(CLI::App& app, Action& action);  // lora merge
 void register_eval(CLI::App& app, Action& action);
 void register_plot(CLI::App& app, Action& action);   // kipp plot RUN_DIR: loss curves as SVG
 void register_data(CLI::App& app, Action& action);   // data preview

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   kipp::cli::register_serve(app, action);
   kipp::cli::register_train(app, action);
   kipp::cli::register_average(app, action);
+  kipp::cli::register_lora(app, action);
   kipp::cli::register_eval(app, action);
   kipp::cli::register_plot(app, action);
   kipp::cli::register_data(app, action);

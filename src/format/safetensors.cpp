@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/files.h"
+#include "core/half.h"
 
 namespace kipp {
 namespace {
@@ -292,6 +294,31 @@ size_t safetensors_dtype_bytes(SafetensorsDtype dtype) {
     if (info.dtype == dtype) return info.bytes;
   }
   return 0;
+}
+
+Status safetensors_to_f32(const SafetensorsTensor& tensor, std::span<const uint8_t> bytes, std::span<float> out) {
+  const uint64_t count = tensor.element_count();
+  if (out.size() != count) {
+    return make_error("tensor " + tensor.name + ": " + std::to_string(count) + " values for " +
+                      std::to_string(out.size()) + " floats");
+  }
+  switch (tensor.dtype) {
+    case SafetensorsDtype::F32: std::memcpy(out.data(), bytes.data(), count * 4); return {};
+    case SafetensorsDtype::BF16:
+    case SafetensorsDtype::F16: {
+      std::vector<uint16_t> bits(count);
+      std::memcpy(bits.data(), bytes.data(), count * 2);
+      if (tensor.dtype == SafetensorsDtype::BF16) {
+        bf16_to_f32_row(bits.data(), out.data(), count);
+      } else {
+        f16_to_f32_row(bits.data(), out.data(), count);
+      }
+      return {};
+    }
+    default:
+      return make_error("tensor " + tensor.name + " has dtype " + std::string(safetensors_dtype_name(tensor.dtype)) +
+                        " (expected F32, BF16 or F16)");
+  }
 }
 
 uint64_t SafetensorsTensor::element_count() const {

@@ -74,6 +74,10 @@ class SafetensorsCheckpoint {
   std::map<std::string, Ref, std::less<>> tensors_;
 };
 
+// Widens one tensor's bytes (F32, BF16 or F16) into `out` (element_count() floats); another dtype
+// is an error naming it.
+Status safetensors_to_f32(const SafetensorsTensor& tensor, std::span<const uint8_t> bytes, std::span<float> out);
+
 struct SafetensorsWriteTensor {
   std::string name;
   SafetensorsDtype dtype;

@@ -18,6 +18,7 @@
 
 #include "core/files.h"
 #include "format/safetensors.h"
+#include "train/peft_adapter.h"
 
 namespace kipp::train {
 namespace {
@@ -120,10 +121,10 @@ std::span<const uint8_t> tensor_bytes(std::span<const float> values, const Param
 
 // The file holds exactly the layout's tensors under their names + each suffix, all F32 with the
 // layout's shapes.
-Status check_tensor_set(const SafetensorsFile& file, const ParameterLayout& layout,
+Status check_tensor_set(const SafetensorsFile& file, std::span<const ParamTensor> tensors,
                         std::initializer_list<const char*> suffixes) {
   std::set<std::string, std::less<>> expected;
-  for (const ParamTensor& t : layout.tensors()) {
+  for (const ParamTensor& t : tensors) {
     for (const char* suffix : suffixes) {
       const std::string name = t.name + suffix;
       expected.insert(name);
@@ -147,18 +148,18 @@ Status check_tensor_set(const SafetensorsFile& file, const ParameterLayout& layo
   return {};
 }
 
-void copy_tensors(const SafetensorsFile& file, const ParameterLayout& layout, const char* suffix,
+void copy_tensors(const SafetensorsFile& file, std::span<const ParamTensor> tensors, const char* suffix,
                   std::span<float> out) {
-  for (const ParamTensor& t : layout.tensors()) {
+  for (const ParamTensor& t : tensors) {
     const std::span<const uint8_t> bytes = file.data(*file.find(t.name + suffix));
     std::memcpy(out.data() + t.offset, bytes.data(), bytes.size());
   }
 }
 
-Expected<SafetensorsFile> open_tensors(const std::string& path, const ParameterLayout& layout,
+Expected<SafetensorsFile> open_tensors(const std::string& path, std::span<const ParamTensor> tensors,
                                        std::initializer_list<const char*> suffixes) {
   KIPP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
-  KIPP_RETURN_IF_ERROR(check_tensor_set(file, layout, suffixes));
+  KIPP_RETURN_IF_ERROR(check_tensor_set(file, tensors, suffixes));
   return file;
 }
 
@@ -250,9 +251,9 @@ Expected<TrainerState> parse_trainer_state(const std::string& path) {
 
 // ---- Files of a checkpoint -----------------------------------------------------------------
 
-Status save_optimizer(const std::string& path, const ParameterLayout& layout, const CheckpointData& data) {
+Status save_optimizer(const std::string& path, std::span<const ParamTensor> trained, const CheckpointData& data) {
   std::vector<SafetensorsWriteTensor> tensors;
-  for (const ParamTensor& t : layout.tensors()) {
+  for (const ParamTensor& t : trained) {
     tensors.push_back({t.name + kExpAvg, SafetensorsDtype::F32, t.shape, tensor_bytes(data.adam_m, t)});
     tensors.push_back({t.name + kExpAvgSq, SafetensorsDtype::F32, t.shape, tensor_bytes(data.adam_v, t)});
   }
@@ -335,8 +336,7 @@ Status prune(const std::string& run_dir, uint32_t keep_last) {
   return {};
 }
 
-Status check_sizes(const ParameterLayout& layout, const CheckpointData& data) {
-  const uint64_t total = layout.total();
+Status check_sizes(uint64_t total, const CheckpointData& data) {
   if (data.params.size() != total) {
     return make_error("checkpoint: " + std::to_string(data.params.size()) + " parameters for a layout of " +
                       std::to_string(total));
@@ -384,24 +384,30 @@ Status write_model_folder(const std::string& dir, const ParameterLayout& layout,
   KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot create " + dir));
   KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "config.json"), hf_config_json(layout.config())));
   KIPP_RETURN_IF_ERROR(save_parameters(layout, params, join_path(dir, "model.safetensors")));
-  KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "tokenizer.json"), tokenizer_json));
-  if (!tokenizer_config_json.empty()) {
-    KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer_config_json));
-  }
-  return {};
+  return write_tokenizer_files(dir, tokenizer_json, tokenizer_config_json);
 }
 
-Expected<std::string> save_checkpoint(const std::string& run_dir, const ParameterLayout& layout,
-                                      const CheckpointData& data, bool is_best, uint32_t keep_last) {
-  KIPP_RETURN_IF_ERROR(check_sizes(layout, data));
+Status write_tokenizer_files(const std::string& dir, const std::string& tokenizer_json,
+                             const std::string& tokenizer_config_json) {
+  KIPP_RETURN_IF_ERROR(write_text_file_atomic(join_path(dir, "tokenizer.json"), tokenizer_json));
+  if (tokenizer_config_json.empty()) return {};
+  return write_text_file_atomic(join_path(dir, "tokenizer_config.json"), tokenizer_config_json);
+}
+
+namespace {
+
+// A checkpoint of either kind: `write_weights` fills the staging folder with the weights' files.
+Expected<std::string> save_any_checkpoint(const std::string& run_dir, std::span<const ParamTensor> tensors,
+                                          uint64_t total, const CheckpointData& data, bool is_best, uint32_t keep_last,
+                                          const std::function<Status(const std::string& dir)>& write_weights) {
+  KIPP_RETURN_IF_ERROR(check_sizes(total, data));
   const std::string checkpoints = join_path(run_dir, kCheckpointsFolder);
   const std::string name = step_folder_name(data.state.step);
   StagingFolder staging(join_path(checkpoints, "." + name + ".tmp-" + pid_text()));
   KIPP_RETURN_IF_ERROR(staging.create());
-  KIPP_RETURN_IF_ERROR(
-      write_model_folder(staging.path(), layout, data.params, data.tokenizer_json, data.tokenizer_config_json));
+  KIPP_RETURN_IF_ERROR(write_weights(staging.path()));
   if (!data.adam_m.empty()) {
-    KIPP_RETURN_IF_ERROR(save_optimizer(join_path(staging.path(), "optimizer.safetensors"), layout, data));
+    KIPP_RETURN_IF_ERROR(save_optimizer(join_path(staging.path(), "optimizer.safetensors"), tensors, data));
   }
   KIPP_RETURN_IF_ERROR(
       write_text_file_atomic(join_path(staging.path(), "trainer_state.json"), trainer_state_json(data.state)));
@@ -415,29 +421,75 @@ Expected<std::string> save_checkpoint(const std::string& run_dir, const Paramete
   return folder;
 }
 
-Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout) {
-  KIPP_ASSIGN_OR_RETURN(const ModelConfig config, read_model_config(dir));
-  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), config, join_path(dir, "config.json"), true));
-
-  LoadedCheckpoint out;
-  KIPP_ASSIGN_OR_RETURN(const SafetensorsFile model, open_tensors(join_path(dir, "model.safetensors"), layout, {""}));
-  out.params.resize(layout.total());
-  copy_tensors(model, layout, "", out.params);
-
+// The optimizer state and trainer state of a checkpoint of either kind (weights read by the caller).
+Status load_training_state(const std::string& dir, std::span<const ParamTensor> tensors, uint64_t total,
+                           LoadedCheckpoint& out) {
   const std::string optimizer_path = join_path(dir, "optimizer.safetensors");
   if (!file_exists(optimizer_path)) {
     return make_error(optimizer_path +
                       " is missing: this folder has weights but no optimizer state, so it cannot be "
                       "resumed (start a new run from its weights with --init)");
   }
-  KIPP_ASSIGN_OR_RETURN(const SafetensorsFile optimizer, open_tensors(optimizer_path, layout, {kExpAvg, kExpAvgSq}));
+  KIPP_ASSIGN_OR_RETURN(const SafetensorsFile optimizer, open_tensors(optimizer_path, tensors, {kExpAvg, kExpAvgSq}));
   KIPP_ASSIGN_OR_RETURN(out.adam_steps, read_adam_steps(optimizer));
-  out.adam_m.resize(layout.total());
-  out.adam_v.resize(layout.total());
-  copy_tensors(optimizer, layout, kExpAvg, out.adam_m);
-  copy_tensors(optimizer, layout, kExpAvgSq, out.adam_v);
-
+  out.adam_m.resize(total);
+  out.adam_v.resize(total);
+  copy_tensors(optimizer, tensors, kExpAvg, out.adam_m);
+  copy_tensors(optimizer, tensors, kExpAvgSq, out.adam_v);
   KIPP_ASSIGN_OR_RETURN(out.state, parse_trainer_state(join_path(dir, "trainer_state.json")));
+  return {};
+}
+
+}  // namespace
+
+Expected<std::string> save_checkpoint(const std::string& run_dir, const ParameterLayout& layout,
+                                      const CheckpointData& data, bool is_best, uint32_t keep_last) {
+  return save_any_checkpoint(
+      run_dir, layout.tensors(), layout.total(), data, is_best, keep_last, [&](const std::string& dir) {
+        return write_model_folder(dir, layout, data.params, data.tokenizer_json, data.tokenizer_config_json);
+      });
+}
+
+Expected<std::string> save_checkpoint(const std::string& run_dir, const AdapterLayout& adapters,
+                                      const std::string& base, const CheckpointData& data, bool is_best,
+                                      uint32_t keep_last) {
+  return save_any_checkpoint(run_dir, adapters.tensors(), adapters.total(), data, is_best, keep_last,
+                             [&](const std::string& dir) -> Status {
+                               KIPP_RETURN_IF_ERROR(save_peft_adapter(dir, adapters, data.params, base));
+                               return write_tokenizer_files(dir, data.tokenizer_json, data.tokenizer_config_json);
+                             });
+}
+
+Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout) {
+  if (file_exists(join_path(dir, kAdapterConfigFile))) {
+    return make_error(dir + " holds LoRA adapters, not a model: set train.lora as the run that wrote it did");
+  }
+  KIPP_ASSIGN_OR_RETURN(const ModelConfig config, read_model_config(dir));
+  KIPP_RETURN_IF_ERROR(check_model_dimensions(layout.config(), config, join_path(dir, "config.json"), true));
+
+  LoadedCheckpoint out;
+  KIPP_ASSIGN_OR_RETURN(const SafetensorsFile model,
+                        open_tensors(join_path(dir, "model.safetensors"), layout.tensors(), {""}));
+  out.params.resize(layout.total());
+  copy_tensors(model, layout.tensors(), "", out.params);
+  KIPP_RETURN_IF_ERROR(load_training_state(dir, layout.tensors(), layout.total(), out));
+  return out;
+}
+
+Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const AdapterLayout& adapters) {
+  if (!file_exists(join_path(dir, kAdapterConfigFile))) {
+    return make_error(dir + " holds no LoRA adapters (no " + kAdapterConfigFile +
+                      "): it is a full model's checkpoint, which train.lora cannot continue");
+  }
+  KIPP_ASSIGN_OR_RETURN(PeftAdapter adapter, load_peft_adapter(dir, adapters.config()));
+  if (!(adapter.options == adapters.options())) {
+    return make_error(join_path(dir, kAdapterConfigFile) +
+                      ": the adapters were trained with another train.lora (rank, alpha, dropout or targets); "
+                      "keep the run's train.lora to resume it");
+  }
+  LoadedCheckpoint out;
+  out.params = std::move(adapter.values);
+  KIPP_RETURN_IF_ERROR(load_training_state(dir, adapters.tensors(), adapters.total(), out));
   return out;
 }
 
@@ -471,16 +523,46 @@ Status remove_partial_checkpoints(const std::string& run_dir) {
   return filesystem_status(error, "cannot list " + run_dir);
 }
 
+namespace {
+
+// "out/" names the folder "out": the temporary sibling goes next to it, not inside.
+std::string folder_path(const std::string& out_dir) {
+  const fs::path out(out_dir);
+  return (out.has_filename() ? out : out.parent_path()).string();
+}
+
+}  // namespace
+
+Status check_new_folder(const std::string& out_dir) {
+  const std::string folder = folder_path(out_dir);
+  std::error_code error;
+  if (fs::exists(fs::symlink_status(folder, error))) return make_error(folder + " already exists; choose a new folder");
+  return {};
+}
+
+Status write_new_folder(const std::string& out_dir, const std::function<Status(const std::string& dir)>& fill) {
+  KIPP_RETURN_IF_ERROR(check_new_folder(out_dir));
+  const std::string folder = folder_path(out_dir);
+  std::error_code error;
+  fs::create_directories(parent_folder(folder), error);
+  KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot create the folder of " + folder));
+  StagingFolder staging(folder + ".tmp-" + pid_text());
+  KIPP_RETURN_IF_ERROR(staging.create());
+  KIPP_RETURN_IF_ERROR(fill(staging.path()));
+  return staging.publish(folder);
+}
+
 Status average_checkpoints(const std::vector<std::string>& dirs, const std::string& out_dir) {
   if (dirs.size() < 2) return make_error("averaging needs at least two checkpoint folders");
-  // "out/" names the folder "out": the temporary sibling goes next to it, not inside.
-  const fs::path out(out_dir);
-  const std::string folder = (out.has_filename() ? out : out.parent_path()).string();
-  std::error_code error;
-  if (fs::exists(fs::symlink_status(folder, error))) {
-    return make_error(folder + " already exists; choose a new folder");
+  // Refused before any weight is read.
+  KIPP_RETURN_IF_ERROR(check_new_folder(out_dir));
+  for (const std::string& dir : dirs) {
+    if (file_exists(join_path(dir, kAdapterConfigFile))) {
+      return make_error(dir +
+                        " holds LoRA adapters: they cannot be averaged (the mean of several B A products is not the "
+                        "product of the mean B and A); merge one with kipp lora merge instead");
+    }
   }
-
   KIPP_ASSIGN_OR_RETURN(const ModelConfig config, read_model_config(dirs[0]));
   const ParameterLayout layout(config);
   std::vector<SafetensorsFile> sources;
@@ -496,7 +578,8 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
       return make_error(join_path(dir, "config.json") + " differs from " + join_path(dirs[0], "config.json") + " in " +
                         fields + "; only checkpoints of one model can be averaged");
     }
-    KIPP_ASSIGN_OR_RETURN(SafetensorsFile file, open_tensors(join_path(dir, "model.safetensors"), layout, {""}));
+    KIPP_ASSIGN_OR_RETURN(SafetensorsFile file,
+                          open_tensors(join_path(dir, "model.safetensors"), layout.tensors(), {""}));
     sources.push_back(std::move(file));
   }
 
@@ -520,12 +603,9 @@ Status average_checkpoints(const std::vector<std::string>& dirs, const std::stri
     KIPP_ASSIGN_OR_RETURN(tokenizer_config_json, read_text_file(tokenizer_config_path));
   }
 
-  fs::create_directories(parent_folder(folder), error);
-  KIPP_RETURN_IF_ERROR(filesystem_status(error, "cannot create the folder of " + folder));
-  StagingFolder staging(folder + ".tmp-" + pid_text());
-  KIPP_RETURN_IF_ERROR(staging.create());
-  KIPP_RETURN_IF_ERROR(write_model_folder(staging.path(), layout, mean, tokenizer_json, tokenizer_config_json));
-  return staging.publish(folder);
+  return write_new_folder(out_dir, [&](const std::string& dir) {
+    return write_model_folder(dir, layout, mean, tokenizer_json, tokenizer_config_json);
+  });
 }
 
 Expected<TrainerState> load_trainer_state(const std::string& dir) {

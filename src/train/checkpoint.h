@@ -1,4 +1,7 @@
 // Training checkpoints: Hugging-Face-layout folders that `kipp convert` turns into GGUF.
+// A LoRA run's checkpoints hold the adapters in PEFT's layout instead of config.json and
+// model.safetensors (adapter_config.json, adapter_model.safetensors: see peft_adapter.h), so
+// each is an adapter folder `kipp lora merge` takes; the rest is the same.
 //
 //   RUN_DIR/checkpoints/step-00000200/  config.json  model.safetensors  tokenizer.json
 //                                        optimizer.safetensors  trainer_state.json
@@ -16,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "train/lora.h"
 #include "train/parameters.h"
 
 namespace kipp::train {
@@ -56,11 +61,19 @@ struct CheckpointData {
 // names). Returns the checkpoint folder.
 Expected<std::string> save_checkpoint(const std::string& run_dir, const ParameterLayout& layout,
                                       const CheckpointData& data, bool is_best, uint32_t keep_last);
+// The same for LoRA adapters (data.params holds adapters.total() floats); `base` is recorded as
+// the adapter's base_model_name_or_path.
+Expected<std::string> save_checkpoint(const std::string& run_dir, const AdapterLayout& adapters,
+                                      const std::string& base, const CheckpointData& data, bool is_best,
+                                      uint32_t keep_last);
 
 // Writes a standalone HF-layout folder (config.json, model.safetensors, tokenizer files) with
 // no optimizer state: checkpoint averaging and exports use it.
 Status write_model_folder(const std::string& dir, const ParameterLayout& layout, std::span<const float> params,
                           const std::string& tokenizer_json, const std::string& tokenizer_config_json);
+// tokenizer.json, and tokenizer_config.json when not empty, into `dir`.
+Status write_tokenizer_files(const std::string& dir, const std::string& tokenizer_json,
+                             const std::string& tokenizer_config_json);
 
 struct LoadedCheckpoint {
   std::vector<float> params, adam_m, adam_v;
@@ -71,6 +84,8 @@ struct LoadedCheckpoint {
 // Loads a checkpoint folder written by save_checkpoint for `layout`; config.json must describe
 // the same model. The optimizer state must be present and complete.
 Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const ParameterLayout& layout);
+// A LoRA run's checkpoint: the adapters must have `adapters`' options and shapes.
+Expected<LoadedCheckpoint> load_checkpoint(const std::string& dir, const AdapterLayout& adapters);
 
 // Only the checkpoint's trainer_state.json (cheap: no weights read).
 Expected<TrainerState> load_trainer_state(const std::string& dir);
@@ -79,6 +94,12 @@ Expected<TrainerState> load_trainer_state(const std::string& dir);
 // newer than `latest` that no link names (saved, but the links never moved; resume writes
 // them again).
 Status remove_partial_checkpoints(const std::string& run_dir);
+
+// Creates the folder `out_dir`, which must not exist yet, all at once: `fill` writes the files
+// into a temporary sibling that is renamed into place only when it succeeds.
+Status write_new_folder(const std::string& out_dir, const std::function<Status(const std::string& dir)>& fill);
+// The error write_new_folder gives when `out_dir` exists, for callers that refuse before working.
+Status check_new_folder(const std::string& out_dir);
 
 // Element-wise mean of the weights of several checkpoint folders of one model, written as a
 // model folder (tokenizer copied from the first).

@@ -98,25 +98,8 @@ Status load_from_hf(const ParameterLayout& layout, const std::string& dir, std::
       return make_error(dir + ": tensor " + t.name + " has shape " + shape_text(source->shape) + ", expected " +
                         shape_text(t.shape));
     }
-    std::span<const uint8_t> bytes = checkpoint.data(source_name);
-    float* out = values.data() + t.offset;
-    std::vector<uint16_t> bits;
-    switch (source->dtype) {
-      case SafetensorsDtype::F32: std::memcpy(out, bytes.data(), t.count * 4); break;
-      case SafetensorsDtype::BF16:
-      case SafetensorsDtype::F16:
-        bits.resize(t.count);
-        std::memcpy(bits.data(), bytes.data(), t.count * 2);
-        if (source->dtype == SafetensorsDtype::BF16) {
-          bf16_to_f32_row(bits.data(), out, t.count);
-        } else {
-          f16_to_f32_row(bits.data(), out, t.count);
-        }
-        break;
-      default:
-        return make_error(dir + ": tensor " + t.name + " has dtype " +
-                          std::string(safetensors_dtype_name(source->dtype)) + " (expected F32, BF16 or F16)");
-    }
+    const std::span<const uint8_t> bytes = checkpoint.data(source_name);
+    KIPP_RETURN_IF_ERROR(with_context(safetensors_to_f32(*source, bytes, values.subspan(t.offset, t.count)), dir));
   }
   return {};
 }

@@ -138,6 +138,10 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.threads", c.train.threads, kNonNegativeInt);
   visit("train.recompute_blocks", c.train.recompute_blocks);
   visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
+  visit("train.lora.rank", c.train.lora.rank, kNonNegativeInt);
+  visit("train.lora.alpha", c.train.lora.alpha, kPositiveReal);
+  visit("train.lora.dropout", c.train.lora.dropout, kFraction);
+  visit("train.lora.targets", c.train.lora.targets);
   visit("eval.every", c.eval.every, kNonNegativeInt);
   visit("eval.batches", c.eval.batches, kPositiveInt);
   visit("eval.sample_prompts", c.eval.sample_prompts, kPlainText);
@@ -184,11 +188,20 @@ bool is_known(std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// A section (`train`) or a nested group of keys (`train.lora`).
 bool is_section(std::string_view name) {
   for (const std::string& known : known_names()) {
-    if (section_of(known) == name) return true;
+    if (known.size() > name.size() && known.starts_with(name) && known[name.size()] == '.') return true;
   }
   return false;
+}
+
+// "train.lora.rank=VALUE": the first key of the group `group`, as an example.
+std::string known_under(std::string_view group) {
+  for (const std::string& known : known_names()) {
+    if (known.starts_with(std::string(group) + ".")) return known + "=VALUE";
+  }
+  return std::string(group) + ".KEY=VALUE";
 }
 
 // Optimal string alignment distance: edits, with a swap of neighbours counted as one.
@@ -417,6 +430,36 @@ class Reader {
       return {};
     });
   }
+  // Each bad entry is its own error, named by its index: "train.lora.targets[2]: ...".
+  void operator()(const char* name, std::vector<LoraTarget>& value) {
+    const auto it = sources_.find(name);
+    if (it == sources_.end()) return;
+    const Source& s = it->second;
+    if (!s.node.IsSequence() || s.node.size() == 0) {
+      errors_.push_back(s.origin + name + ": expected a non-empty list of q, k, v, o, gate, up, down, got " +
+                        found_text(s.node));
+      return;
+    }
+    std::vector<LoraTarget> targets;
+    bool ok = true;
+    for (size_t i = 0; i < s.node.size(); ++i) {
+      const YAML::Node item = s.node[i];
+      const std::string where = s.origin + name + "[" + std::to_string(i) + "]: ";
+      auto target = item.IsScalar()
+                        ? parse_lora_target(item.Scalar())
+                        : Expected<LoraTarget>(make_error("expected a LoRA target, got " + found_text(item)));
+      if (!target) {
+        errors_.push_back(where + target.message());
+        ok = false;
+      } else if (std::find(targets.begin(), targets.end(), *target) != targets.end()) {
+        errors_.push_back(where + "'" + item.Scalar() + "' is listed twice");
+        ok = false;
+      } else {
+        targets.push_back(*target);
+      }
+    }
+    if (ok) value = std::move(targets);
+  }
   void operator()(const char* name, const Fixed& rule) {
     read(name, [&](const Source& s) -> Status {
       if (s.node.IsScalar() && rule.accepts(s.node.Scalar())) return {};
@@ -445,30 +488,22 @@ std::string yaml_error_text(const YAML::Exception& error) {
          error.msg;
 }
 
-void add_file_keys(const YAML::Node& root, const std::string& origin, const std::string& base_dir, Sources& sources,
-                   std::vector<std::string>& errors) {
-  auto add = [&](const std::string& name, const YAML::Node& value) {
-    if (!sources.emplace(name, Source{value, origin, base_dir}).second) {
-      errors.push_back(origin + name + ": given twice");
-    }
-  };
-  for (const auto& entry : root) {
-    const std::string section = entry.first.Scalar();
-    if (is_known(section)) {
-      add(section, entry.second);
-    } else if (!is_section(section)) {
-      errors.push_back(origin + section + ": unknown section" + suggestion(section));
-    } else if (!entry.second.IsMap() && !entry.second.IsNull()) {
-      errors.push_back(origin + section + ": expected a section of key: value lines, got " + found_text(entry.second));
-    } else {
-      for (const auto& item : entry.second) {
-        const std::string name = section + "." + item.first.Scalar();
-        if (is_known(name)) {
-          add(name, item.second);
-        } else {
-          errors.push_back(origin + name + ": unknown key" + suggestion(name));
-        }
+// The keys of the mapping `node` under `prefix` ("" at the top, "train", "train.lora"), nested
+// groups descended into.
+void add_keys(const YAML::Node& node, const std::string& prefix, const std::string& origin, const std::string& base_dir,
+              Sources& sources, std::vector<std::string>& errors) {
+  for (const auto& entry : node) {
+    const std::string name = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+    if (is_known(name)) {
+      if (!sources.emplace(name, Source{entry.second, origin, base_dir}).second) {
+        errors.push_back(origin + name + ": given twice");
       }
+    } else if (!is_section(name)) {
+      errors.push_back(origin + name + (prefix.empty() ? ": unknown section" : ": unknown key") + suggestion(name));
+    } else if (!entry.second.IsMap() && !entry.second.IsNull()) {
+      errors.push_back(origin + name + ": expected a section of key: value lines, got " + found_text(entry.second));
+    } else {
+      add_keys(entry.second, name, origin, base_dir, sources, errors);
     }
   }
 }
@@ -481,6 +516,10 @@ void add_override(const std::string& text, Sources& sources, std::vector<std::st
     const bool hint = equals != std::string::npos && bare_key && !name.empty() && !is_section(name);
     errors.push_back("--set " + text + ": expected section.key=value, e.g. --set train.max_steps=20" +
                      (hint ? suggestion(name) : std::string()));
+    return;
+  }
+  if (!is_known(name) && is_section(name)) {
+    errors.push_back("--set " + name + ": a group of keys; set them one by one, e.g. --set " + known_under(name));
     return;
   }
   if (!is_known(name)) {
@@ -591,7 +630,7 @@ Expected<TrainConfig> parse(const std::string& yaml_text, const std::vector<std:
       return make_error(origin + "expected sections of key: value lines (model:, data:, train:, ...), got " +
                         found_text(root));
     }
-    add_file_keys(root, origin, base_dir, sources, errors);
+    add_keys(root, "", origin, base_dir, sources, errors);
     for (const std::string& text : overrides) add_override(text, sources, errors);
     visit_fields(config, Reader(sources, errors));
     if (init && errors.empty()) apply_init_source(config, *init, sources, errors);
@@ -611,8 +650,7 @@ class Writer {
  public:
   explicit Writer(YAML::Emitter& out) : out_(out) {}
   void finish() {
-    if (!section_.empty()) out_ << YAML::EndMap;
-    section_.clear();
+    for (; !open_.empty(); open_.pop_back()) out_ << YAML::EndMap;
   }
 
   template <typename T>
@@ -636,20 +674,34 @@ class Writer {
   }
   void operator()(const char* name, ScheduleKind value) { key(name) << std::string(schedule_name(value)); }
   void operator()(const char* name, const Fixed& rule) { key(name) << rule.value; }
+  void operator()(const char* name, const std::vector<LoraTarget>& value) {
+    key(name) << YAML::Flow << YAML::BeginSeq;
+    for (LoraTarget target : value) out_ << std::string(lora_target_name(target));
+    out_ << YAML::EndSeq;
+  }
 
  private:
+  // Closes the groups `name` is not in and opens the ones it is in but that are not open yet.
   YAML::Emitter& key(const char* name) {
-    const std::string section = section_of(name);
-    if (section != section_) {
-      if (!section_.empty()) out_ << YAML::EndMap;
-      if (!section.empty()) out_ << YAML::Key << section << YAML::Value << YAML::BeginMap;
-      section_ = section;
+    std::vector<std::string> parts;
+    for (size_t begin = 0, dot;; begin = dot + 1) {
+      dot = std::string_view(name).find('.', begin);
+      parts.emplace_back(std::string_view(name).substr(begin, dot - begin));
+      if (dot == std::string_view::npos) break;
     }
-    return out_ << YAML::Key << key_of(name) << YAML::Value;
+    const std::vector<std::string> groups(parts.begin(), parts.end() - 1);
+    size_t shared = 0;
+    while (shared < open_.size() && shared < groups.size() && open_[shared] == groups[shared]) ++shared;
+    for (; open_.size() > shared; open_.pop_back()) out_ << YAML::EndMap;
+    for (size_t i = shared; i < groups.size(); ++i) {
+      out_ << YAML::Key << groups[i] << YAML::Value << YAML::BeginMap;
+      open_.push_back(groups[i]);
+    }
+    return out_ << YAML::Key << parts.back() << YAML::Value;
   }
 
   YAML::Emitter& out_;
-  std::string section_;
+  std::vector<std::string> open_;
 };
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "model/model_config.h"
 #include "train/adamw.h"
 #include "train/init_source.h"
+#include "train/lora.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
 
@@ -82,6 +83,8 @@ struct TrainSection {
   uint32_t threads = 0;           // 0: all hardware threads
   bool recompute_blocks = false;  // activation checkpointing
   uint32_t max_bad_steps = 5;     // consecutive non-finite steps before the run stops
+  // `train.lora`: rank > 0 trains adapters on the frozen --init model instead of every weight.
+  LoraOptions lora;
 
   bool operator==(const TrainSection&) const = default;
 };

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <memory>
@@ -19,9 +20,12 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
+#include "train/frozen_base.h"
+#include "train/lora.h"
 #include "train/loss_plot.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
+#include "train/peft_adapter.h"
 #include "train/run_log.h"
 #include "train/samples.h"
 #include "train/training_data.h"
@@ -47,21 +51,34 @@ void tell(const TrainEvents& events, const std::string& message) {
   if (events.on_message) events.on_message(message);
 }
 
+// What the run trains: every weight of `model`, or (LoRA) the adapters on a frozen base, whose
+// weights only the TrainingModel reads.
+struct Trained {
+  const ParameterLayout& model;
+  const AdapterLayout* adapters = nullptr;
+  std::string base;  // LoRA: where the frozen base was read from
+
+  std::span<const ParamTensor> tensors() const {
+    return adapters ? std::span<const ParamTensor>(adapters->tensors()) : model.tensors();
+  }
+  uint64_t total() const { return adapters ? adapters->total() : model.total(); }
+};
+
 // The training state that moves: weights, gradients, optimizer and the data position.
 class Loop {
  public:
-  Loop(const TrainRun& run, const TrainEvents& events, const ParameterLayout& layout, data::PackedDataset dataset,
+  Loop(const TrainRun& run, const TrainEvents& events, const Trained& trained, data::PackedDataset dataset,
        std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline, RunLog& log)
       : run_(run),
         config_(run.config),
         events_(events),
-        layout_(layout),
+        trained_(trained),
         dataset_(std::move(dataset)),
         model_(std::move(model)),
         tokenizer_(std::move(tokenizer)),
-        params_(layout.total()),
-        grads_(layout.total()),
-        optimizer_(layout.tensors(), config_.adamw()),
+        params_(trained.total()),
+        grads_(trained.total()),
+        optimizer_(trained.tensors(), config_.adamw()),
         unigram_baseline_(unigram_baseline),
         log_(log) {
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
@@ -70,18 +87,22 @@ class Loop {
   }
 
   Status start_fresh() {
-    if (run_.init_path) {
-      KIPP_RETURN_IF_ERROR(load_parameters(layout_, *run_.init_path, params_));
+    if (trained_.adapters) {
+      // The --init model is the frozen base the TrainingModel holds; only adapters start here.
+      init_adapters(*trained_.adapters, config_.train.seed, params_);
+    } else if (run_.init_path) {
+      KIPP_RETURN_IF_ERROR(load_parameters(trained_.model, *run_.init_path, params_));
       tell(events_, "initialized from " + *run_.init_path);
     } else {
-      init_parameters(layout_, config_.init(), params_);
+      init_parameters(trained_.model, config_.init(), params_);
     }
     state_.rng_state = rng_state_text(config_.data.seed, dataset_);
     return {};
   }
 
   Status resume_from(const std::string& dir) {
-    KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, load_checkpoint(dir, layout_));
+    KIPP_ASSIGN_OR_RETURN(LoadedCheckpoint loaded, trained_.adapters ? load_checkpoint(dir, *trained_.adapters)
+                                                                     : load_checkpoint(dir, trained_.model));
     const std::string expected = rng_state_text(config_.data.seed, dataset_);
     if (loaded.state.rng_state != expected) {
       return make_error(dir + ": the run's data order (" + loaded.state.rng_state +
@@ -163,6 +184,7 @@ class Loop {
       state_.elapsed_seconds = elapsed();
       KIPP_RETURN_IF_ERROR(save(false));
     }
+    if (trained_.adapters) KIPP_RETURN_IF_ERROR(write_final_adapter());
     summary.interrupted = summary.interrupted || state_.step < t.max_steps;
     summary.steps = state_.step;
     summary.tokens_seen = state_.tokens_seen;
@@ -198,6 +220,8 @@ class Loop {
       batch.targets = std::span<const int32_t>(targets_).subspan(size_t(m) * micro_rows, micro_rows);
       batch.batch = t.micro_batch;
       batch.seq_len = t.seq_len;
+      // Dropout masks keyed by the step and micro-batch, so a resumed run draws the same ones.
+      batch.noise_key = counter_random(t.seed, state_.step * t.grad_accum + m);
       KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->forward_backward(params_, batch, 1.0f / float(out.counted), grads_));
       out.loss_sum += sums.loss_sum;
     }
@@ -294,7 +318,7 @@ class Loop {
 
   Status draw_samples() {
     SampleOptions options;
-    options.model_vocab_size = layout_.config().vocab_size;
+    options.model_vocab_size = trained_.model.config().vocab_size;
     options.max_tokens = config_.eval.sample_tokens;
     options.max_length = config_.train.seq_len;
     options.temperature = config_.eval.sample_temperature;
@@ -318,13 +342,26 @@ class Loop {
     data.state = state_;
     data.tokenizer_json = tokenizer_.tokenizer_json;
     data.tokenizer_config_json = tokenizer_.tokenizer_config_json;
+    const uint32_t keep = config_.checkpoint.keep_last;
     KIPP_ASSIGN_OR_RETURN(last_checkpoint_,
-                          save_checkpoint(config_.run_dir, layout_, data, is_best, config_.checkpoint.keep_last));
+                          trained_.adapters
+                              ? save_checkpoint(config_.run_dir, *trained_.adapters, trained_.base, data, is_best, keep)
+                              : save_checkpoint(config_.run_dir, trained_.model, data, is_best, keep));
     const double seconds = std::chrono::duration<double>(Clock::now() - began).count();
     char line[96];
-    std::snprintf(line, sizeof line, " (%.1f MB in %.2f s)%s", double(layout_.total()) * 12 / 1e6, seconds,
+    std::snprintf(line, sizeof line, " (%.1f MB in %.2f s)%s", double(trained_.total()) * 12 / 1e6, seconds,
                   is_best ? ", best so far" : "");
     tell(events_, "step " + std::to_string(state_.step) + ": checkpoint saved to " + last_checkpoint_ + line);
+    return {};
+  }
+
+  // RUN_DIR/adapter: the run's adapters as they are now, a PEFT folder with the tokenizer.
+  Status write_final_adapter() {
+    const std::string dir = config_.run_dir + "/adapter";
+    KIPP_RETURN_IF_ERROR(save_peft_adapter(dir, *trained_.adapters, params_, trained_.base));
+    KIPP_RETURN_IF_ERROR(write_tokenizer_files(dir, tokenizer_.tokenizer_json, tokenizer_.tokenizer_config_json));
+    tell(events_, "adapter (step " + std::to_string(state_.step) + ") written to " + dir +
+                      "; merge it with: kipp lora merge " + trained_.base + " " + dir + " -o MERGED_DIR");
     return {};
   }
 
@@ -338,7 +375,7 @@ class Loop {
   const TrainRun& run_;
   const TrainConfig& config_;
   const TrainEvents& events_;
-  const ParameterLayout& layout_;
+  const Trained& trained_;
   data::PackedDataset dataset_;
   std::unique_ptr<TrainingModel> model_;
   data::TrainingTokenizer tokenizer_;
@@ -376,6 +413,12 @@ Status check_run_dir(const TrainRun& run, const std::string& latest) {
                       config.run_dir + " or choose another run.dir");
   }
   if (run.resume && run.init_path) return make_error("--init starts a new run; it cannot be combined with --resume");
+  const LoraOptions& lora = config.train.lora;
+  if (lora.enabled() && !run.resume && !run.init_path) {
+    return make_error("train.lora.rank is " + std::to_string(lora.rank) +
+                      ": LoRA trains adapters on a frozen base model; give the base with --init SOURCE (a registry "
+                      "name such as Qwen/Qwen3-0.6B, an HF checkpoint folder or a GGUF)");
+  }
   return {};
 }
 
@@ -390,16 +433,40 @@ Expected<TrainConfig> resolve_vocab_size(const TrainConfig& config, const data::
   return resolved;
 }
 
-void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t seq_len,
-               const ParameterLayout& layout, int threads) {
+void tell_data(const TrainEvents& events, const data::PackedDataset& dataset, uint32_t seq_len, const Trained& trained,
+               int threads) {
   const data::CacheStats& stats = dataset.train_cache().stats();
   tell(events, "data: " + std::to_string(stats.records) + " records (" + std::to_string(stats.malformed) +
                    " malformed, " + std::to_string(stats.all_masked) + " without assistant tokens, skipped), " +
                    std::to_string(stats.tokens) + " tokens (" + std::to_string(stats.counted) + " carry loss), " +
                    std::to_string(dataset.train_count()) + " training and " +
                    std::to_string(dataset.validation_count()) + " validation windows of " + std::to_string(seq_len) +
-                   "; model: " + std::to_string(layout.total()) + " parameters; " + std::to_string(threads) +
-                   " threads");
+                   "; " + (trained.adapters ? "adapters: " : "model: ") + std::to_string(trained.total()) +
+                   " parameters; " + std::to_string(threads) + " threads");
+}
+
+// Where a LoRA run's frozen base is: --init for a new run, the base_model_name_or_path its
+// latest adapters recorded for a resumed one.
+Expected<std::string> lora_base_path(const TrainRun& run, const std::string& latest, const ModelConfig& config) {
+  // Absolute, so a resume from another working directory finds it.
+  if (!run.resume) return fs::absolute(*run.init_path).lexically_normal().string();
+  KIPP_ASSIGN_OR_RETURN(const PeftAdapter saved, load_peft_adapter(latest, config));
+  if (saved.base_model.empty()) {
+    return make_error(latest + "/" + kAdapterConfigFile +
+                      ": no base_model_name_or_path, so the frozen base is unknown");
+  }
+  return saved.base_model;
+}
+
+// "LoRA: frozen base PATH (bf16, 1192.3 MB); rank 16, alpha 32, 7 targets; 10092544 adapter parameters".
+std::string lora_summary(const FrozenBase& base, const std::string& path, const AdapterLayout& adapters) {
+  const LoraOptions& o = adapters.options();
+  char line[160];
+  std::snprintf(line, sizeof line,
+                " (%s, %.1f MB); rank %u, alpha %g, dropout %g, %zu targets; %llu adapter parameters",
+                base.storage().c_str(), double(base.bytes()) / 1e6, o.rank, o.alpha, o.dropout, o.targets.size(),
+                static_cast<unsigned long long>(adapters.total()));
+  return "LoRA: frozen base " + path + line;
 }
 
 // The validation loss of a model that knows token frequencies only (NaN without validation data).
@@ -448,14 +515,29 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   cache_events.on_progress = events.on_data_progress;
   cache_events.should_stop = [stop] { return stop && stop->load(); };
   KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, load_training_data(resolved, tokenizer, cache_events));
-  tell_data(events, dataset, resolved.train.seq_len, layout, threads);
+
+  // LoRA: the frozen base from --init (a resumed run: where its adapters say it is).
+  const LoraOptions& lora = resolved.train.lora;
+  std::optional<AdapterLayout> adapters;
+  std::unique_ptr<FrozenBase> base;
+  Trained trained{layout, nullptr, {}};
+  if (lora.enabled()) {
+    adapters.emplace(model_config, lora);
+    KIPP_ASSIGN_OR_RETURN(trained.base, lora_base_path(run, latest, model_config));
+    KIPP_ASSIGN_OR_RETURN(base, FrozenBase::open(model_config, trained.base));
+    trained.adapters = &*adapters;
+    tell(events, lora_summary(*base, trained.base, *adapters));
+  }
+  tell_data(events, dataset, resolved.train.seq_len, trained, threads);
   const double baseline = report_unigram_baseline(events, dataset, tokenizer.vocab_size);
 
   TrainingModelOptions model_options;
   model_options.max_batch = resolved.train.micro_batch;
   model_options.seq_len = resolved.train.seq_len;
   model_options.recompute_blocks = resolved.train.recompute_blocks;
-  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> model, TrainingModel::create(layout, model_options));
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> model,
+                        base ? TrainingModel::create_lora(*base, *adapters, model_options)
+                             : TrainingModel::create(layout, model_options));
 
   std::error_code error;
   fs::create_directories(config.run_dir, error);
@@ -479,7 +561,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   if (!run.resume && std::isfinite(baseline)) {
     KIPP_RETURN_IF_ERROR(log.record_scalar(0, "val/unigram_baseline", baseline));
   }
-  Loop loop(effective, events, layout, std::move(dataset), std::move(model), std::move(tokenizer), baseline, log);
+  Loop loop(effective, events, trained, std::move(dataset), std::move(model), std::move(tokenizer), baseline, log);
   if (run.resume) {
     KIPP_RETURN_IF_ERROR(loop.resume_from(resume_dir));
   } else {

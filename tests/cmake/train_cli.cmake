@@ -161,3 +161,28 @@ add_test(NAME data_preview_qwen3_tools
 set_tests_properties(data_preview_qwen3_tools PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 120
                      PASS_REGULAR_EXPRESSION "conversation, qwen3.*⟦Hello! Where to.*⟦<think>.*Use the tool.*get_weather.*⟧.*tool_response.*⟦<think>.*Report it.*It is -2 degrees"
                      FAIL_REGULAR_EXPRESSION "Greet back|cannot tokenize|[1-9] malformed|⟦[^⟧]*tool_response|⟦[^⟧]*Weather in Oslo|⟦[^⟧]*# Tools")
+
+# LoRA: `kipp lora merge` against an independent recomputation of W0 + (alpha / r) B A from the
+# base and adapter files, the GGUF base giving the HF base's bytes, export and refusals.
+add_test(NAME lora_help COMMAND $<TARGET_FILE:kipp> lora merge --help)
+set_tests_properties(lora_help PROPERTIES PASS_REGULAR_EXPRESSION "BASE.*ADAPTER.*kipp convert")
+add_test(NAME lora_merge_tiny
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/lora_merge.sh $<TARGET_FILE:kipp> ${CMAKE_SOURCE_DIR}
+                 ${KIPP_MODELS} ${KIPP_TRAIN_WORK}/lora-merge)
+set_tests_properties(lora_merge_tiny PROPERTIES FIXTURES_REQUIRED "tiny_hf;gguf_tiny_bf16" TIMEOUT 600
+                     PASS_REGULAR_EXPRESSION "PASS: 8 projections equal.*PASS: the GGUF base.*PASS: the merged folder.*PASS: each refusal")
+
+# LoRA training: needs a base (one clear error without --init); end to end with bitwise resume,
+# PEFT checkpoints, merge of the trained adapter and a QLoRA run.
+add_test(NAME train_lora_needs_init
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/expect_error.sh "train.lora.rank is 4: .*--init SOURCE"
+                 $<TARGET_FILE:kipp> train --config ${KIPP_TRAIN_CONFIG} --set tokenizer=${KIPP_TRAIN_TOKENIZER}
+                 --set data.train=[${KIPP_TRAIN_CORPUS}] --set run.dir=${KIPP_TRAIN_WORK}/lora-no-base
+                 --set train.lora.rank=4)
+set_tests_properties(train_lora_needs_init PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus"
+                     PASS_REGULAR_EXPRESSION "PASS: failed cleanly")
+add_test(NAME train_lora_resume_merge
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_lora.sh $<TARGET_FILE:kipp> ${CMAKE_SOURCE_DIR}
+                 ${KIPP_FINETUNE_CONFIG} ${KIPP_TRAIN_CORPUS} ${KIPP_MODELS} ${KIPP_TRAIN_WORK}/lora)
+set_tests_properties(train_lora_resume_merge PROPERTIES FIXTURES_REQUIRED "tiny_hf;gguf_tiny_q8_0;train_corpus"
+                     TIMEOUT 900 PASS_REGULAR_EXPRESSION "PASS: QLoRA")

@@ -341,3 +341,69 @@ TEST_F(Checkpoint, ConverterAcceptsASavedCheckpoint) {
 
 }  // namespace
 }  // namespace kipp::train
+
+namespace kipp::train {
+namespace {
+
+// A LoRA run's checkpoint: a PEFT adapter folder plus the optimizer and trainer state, loading
+// back bitwise; full-model and LoRA checkpoints refuse each other, another train.lora is
+// refused, and adapters are never averaged.
+TEST(LoraCheckpoint, AdaptersAndOptimizerLoadBackBitwiseAndKindsRefuseEachOther) {
+  testing::TempDir dir;
+  const std::string run = dir.path() + "/run";
+  LoraOptions options;
+  options.rank = 3;
+  options.alpha = 6;
+  options.targets = {LoraTarget::K, LoraTarget::Up};
+  const AdapterLayout adapters(testing::mini_config(), options);
+  const std::vector<float> params = random_values(adapters.total(), 5), m = random_values(adapters.total(), 6);
+  std::vector<float> v = random_values(adapters.total(), 7);
+  for (float& value : v) value *= value;
+  CheckpointData data;
+  data.params = params;
+  data.adam_m = m;
+  data.adam_v = v;
+  data.adam_steps = 9;
+  data.state.step = 4;
+  data.state.rng_state = "window_order seed=1";
+  data.tokenizer_json = "{}";
+  auto saved = save_checkpoint(run, adapters, "/models/base", data, true, 3);
+  ASSERT_TRUE(saved.ok()) << saved.message();
+  EXPECT_EQ(entries(*saved),
+            (std::vector<std::string>{"adapter_config.json", "adapter_model.safetensors", "optimizer.safetensors",
+                                      "tokenizer.json", "trainer_state.json"}));
+  EXPECT_EQ(fs::read_symlink(run + "/latest").filename(), "step-00000004");
+  EXPECT_EQ(fs::read_symlink(run + "/best").filename(), "step-00000004");
+  auto optimizer = SafetensorsFile::open(*saved + "/optimizer.safetensors");
+  ASSERT_TRUE(optimizer.ok());
+  EXPECT_TRUE(optimizer->find("base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight.exp_avg_sq"));
+
+  auto loaded = load_checkpoint(*saved, adapters);
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_TRUE(same_bits(loaded->params, params));
+  EXPECT_TRUE(same_bits(loaded->adam_m, m));
+  EXPECT_TRUE(same_bits(loaded->adam_v, v));
+  EXPECT_EQ(loaded->adam_steps, 9u);
+  EXPECT_EQ(loaded->state.step, 4u);
+  EXPECT_EQ(loaded->state.rng_state, "window_order seed=1");
+
+  LoraOptions other = options;
+  other.alpha = 7;
+  auto mismatched = load_checkpoint(*saved, AdapterLayout(testing::mini_config(), other));
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_TRUE(has_substr(mismatched.message(), "another train.lora")) << mismatched.message();
+  auto as_model = load_checkpoint(*saved, ParameterLayout(testing::mini_config()));
+  ASSERT_FALSE(as_model.ok());
+  EXPECT_TRUE(has_substr(as_model.message(), "holds LoRA adapters, not a model")) << as_model.message();
+
+  data.state.step = 5;
+  ASSERT_TRUE(save_checkpoint(run, adapters, "/models/base", data, false, 3).ok());
+  const Status averaged = average_checkpoints({run + "/checkpoints/step-00000004", run + "/checkpoints/step-00000005"},
+                                              dir.path() + "/avg");
+  ASSERT_FALSE(averaged.ok());
+  EXPECT_TRUE(has_substr(averaged.message(), "holds LoRA adapters: they cannot be averaged")) << averaged.message();
+  EXPECT_FALSE(fs::exists(dir.path() + "/avg"));
+}
+
+}  // namespace
+}  // namespace kipp::train

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -289,6 +290,53 @@ TEST(TrainConfig, ToYamlRoundTrips) {
   EXPECT_TRUE(*defaults_again == *defaults) << default_yaml;
 }
 
+TEST(TrainConfigLora, NestedKeysParseWithDefaultsForTheRest) {
+  auto off = parse("");
+  ASSERT_TRUE(off.ok()) << off.message();
+  EXPECT_FALSE(off->train.lora.enabled());
+  EXPECT_EQ(off->train.lora.targets.size(), kAllLoraTargets.size());
+
+  auto config = parse("train:\n  lr: 2.0e-4\n  lora:\n    rank: 16\n    targets: [q, v, gate_proj]\n");
+  ASSERT_TRUE(config.ok()) << config.message();
+  const LoraOptions& lora = config->train.lora;
+  EXPECT_EQ(lora.rank, 16u);
+  EXPECT_EQ(lora.alpha, LoraOptions{}.alpha);
+  EXPECT_EQ(lora.dropout, 0.0);
+  EXPECT_EQ(lora.targets, (std::vector<LoraTarget>{LoraTarget::Q, LoraTarget::V, LoraTarget::Gate}));
+  EXPECT_EQ(config->train.lr, 2e-4);
+
+  // Each nested key can be set from the command line; the later value wins.
+  auto overridden =
+      parse("train: {lora: {rank: 4}}", {"train.lora.rank=8", "train.lora.alpha=3", "train.lora.dropout=0.1"});
+  ASSERT_TRUE(overridden.ok()) << overridden.message();
+  EXPECT_EQ(overridden->train.lora.rank, 8u);
+  EXPECT_EQ(overridden->train.lora.alpha, 3.0);
+  EXPECT_EQ(overridden->train.lora.dropout, 0.1);
+  EXPECT_EQ(overridden->train.lora.scale(), 3.0 / 8.0);
+}
+
+TEST(TrainConfigLora, EveryBadValueIsOneErrorNamingTheKey) {
+  const std::string message = error_of(
+      "train:\n  lora:\n    rank: -1\n    alpha: 0\n    dropout: 1\n    targets: [q, q, x, {a: 1}]\n    rnak: 3\n");
+  EXPECT_TRUE(has_substr(message, "train.lora.rank: expected a non-negative integer, got '-1'")) << message;
+  EXPECT_TRUE(has_substr(message, "train.lora.alpha: expected a positive number, got '0'")) << message;
+  EXPECT_TRUE(has_substr(message, "train.lora.dropout: expected a number in [0, 1), got '1'")) << message;
+  EXPECT_TRUE(has_substr(message, "train.lora.targets[1]: 'q' is listed twice")) << message;
+  EXPECT_TRUE(has_substr(message, "train.lora.targets[2]: 'x' is not a LoRA target (q, k, v, o, gate, up, down)"))
+      << message;
+  EXPECT_TRUE(has_substr(message, "train.lora.targets[3]: expected a LoRA target, got a mapping")) << message;
+  EXPECT_TRUE(has_substr(message, "train.lora.rnak: unknown key (did you mean train.lora.rank?)")) << message;
+  EXPECT_EQ(std::count(message.begin(), message.end(), '\n'), 6) << message;
+
+  EXPECT_TRUE(
+      has_substr(error_of("train: {lora: 16}"), "train.lora: expected a section of key: value lines, got '16'"));
+  EXPECT_TRUE(has_substr(error_of("train: {lora: {targets: []}}"),
+                         "train.lora.targets: expected a non-empty list of q, k, v, o, gate, up, down, got a list"));
+  EXPECT_TRUE(has_substr(error_of("", {"train.lora=16"}),
+                         "--set train.lora: a group of keys; set them one by one, e.g. --set train.lora.rank=VALUE"));
+  EXPECT_TRUE(has_substr(error_of("", {"train.lora.targets=[q, w]"}), "--set train.lora.targets[1]: 'w' is not"));
+}
+
 std::vector<std::string> shipped_configs() {
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator(fs::path(KIPP_SOURCE_DIR) / "configs")) {
@@ -334,16 +382,21 @@ TEST(TrainConfig, SmallIsTheKitAiConfig) {
   EXPECT_EQ(config->train.min_lr, 3e-5);
 }
 
-// Every key of a node tree as dotted paths.
+// Every key of a node tree as dotted paths, nested groups (train.lora) included.
+void add_key_paths(const YAML::Node& node, const std::string& prefix, std::set<std::string>& out) {
+  for (const auto& entry : node) {
+    const std::string name = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+    if (entry.second.IsMap()) {
+      add_key_paths(entry.second, name, out);
+    } else {
+      out.insert(name);
+    }
+  }
+}
+
 std::set<std::string> key_paths(const YAML::Node& root) {
   std::set<std::string> out;
-  for (const auto& section : root) {
-    if (!section.second.IsMap()) {
-      out.insert(section.first.Scalar());
-      continue;
-    }
-    for (const auto& key : section.second) out.insert(section.first.Scalar() + "." + key.first.Scalar());
-  }
+  add_key_paths(root, "", out);
   return out;
 }
 
@@ -460,6 +513,24 @@ TEST(TrainConfigInit, ReadsTheSourceConfigOfAnHfFolder) {
   auto missing = read_init_source("gone", dir.path() + "/nothing");
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(has_substr(missing.message(), "not a GGUF file nor a checkpoint folder with config.json"));
+}
+
+}  // namespace
+}  // namespace kipp::train
+
+namespace kipp::train {
+namespace {
+
+TEST(TrainConfigLora, ShippedLoraConfigTrainsRank16AdaptersOnEveryProjection) {
+  auto config = load_train_config(std::string(KIPP_SOURCE_DIR) + "/configs/lora-qwen3-0.6b.yaml", kRequired);
+  ASSERT_TRUE(config.ok()) << config.message();
+  const LoraOptions& lora = config->train.lora;
+  EXPECT_EQ(lora.rank, 16u);
+  EXPECT_EQ(lora.alpha, 32.0);
+  EXPECT_EQ(lora.dropout, 0.05);
+  EXPECT_EQ(lora.targets, std::vector<LoraTarget>(kAllLoraTargets.begin(), kAllLoraTargets.end()));
+  EXPECT_EQ(config->train.lr, 2e-4);
+  EXPECT_EQ(config->data.chat_format, "qwen3");
 }
 
 }  // namespace
