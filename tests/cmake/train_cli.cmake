@@ -186,3 +186,10 @@ add_test(NAME train_lora_resume_merge
                  ${KIPP_FINETUNE_CONFIG} ${KIPP_TRAIN_CORPUS} ${KIPP_MODELS} ${KIPP_TRAIN_WORK}/lora)
 set_tests_properties(train_lora_resume_merge PROPERTIES FIXTURES_REQUIRED "tiny_hf;gguf_tiny_q8_0;train_corpus"
                      TIMEOUT 900 PASS_REGULAR_EXPRESSION "PASS: QLoRA")
+
+# scripts/finetune_example.sh end to end on the synthetic 0.6b-shaped folder, two LoRA steps: it
+# trains, merges, exports and generates, and the held-out loss after is below the loss before.
+add_test(NAME finetune_example_smoke
+         COMMAND sh -c "KIPP_FINETUNE_BIN=$<TARGET_FILE:kipp> KIPP_FINETUNE_DIR=${CMAKE_BINARY_DIR}/finetune-example ${CMAKE_SOURCE_DIR}/scripts/finetune_example.sh --base ${KIPP_MODELS}/qwen3-0.6b-hf --steps 2 2>/dev/null | awk '/^validation loss/ { print; if ($(NF-2) + 0 > $NF + 0) print \"PASS: the loss went down\"; exit }'")
+set_tests_properties(finetune_example_smoke PROPERTIES FIXTURES_REQUIRED hf_06b TIMEOUT 900 RESOURCE_LOCK big_memory
+                     PASS_REGULAR_EXPRESSION "PASS: the loss went down")
