@@ -1,0 +1,152 @@
+#include "train/bf16_products.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/cpu/bf16_panels.h"
+#include "kernels/matmul_input.h"
+#include "kernels/weights.h"
+
+namespace kipp::train {
+namespace {
+
+using kernels::kBf16BlockColumns;
+using kernels::kBf16PanelRows;
+
+// Panels a thread multiplies together: their BF16 values stay in L2 while every chunk of input
+// rows passes them.
+constexpr size_t kPanelsPerGroup = 8;
+// Input rows per kernel call, so that the results waiting to be added fit a small scratch.
+constexpr size_t kRowsPerChunk = 256;
+
+size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
+
+// An FP32 matrix read through strides: element (r, c) at data[r * row_stride + c * col_stride],
+// so one buffer serves as itself (col_stride 1) or as its transpose (row_stride 1).
+struct Strided {
+  const float* data;
+  size_t row_stride;
+  size_t col_stride;
+};
+
+// Rows [first, end) of `a` (`cols` values each) rounded to BF16 into out, `padded` values a row
+// (zeros after cols).
+void round_rows(const Strided& a, size_t cols, size_t padded, size_t first, size_t end, uint16_t* out) {
+  for (size_t r = first; r < end; ++r) std::fill(out + r * padded + cols, out + (r + 1) * padded, uint16_t{0});
+  if (a.col_stride == 1) {
+    for (size_t r = first; r < end; ++r) f32_to_bf16_row(a.data + r * a.row_stride, out + r * padded, cols);
+    return;
+  }
+  // A transposed matrix: each column's values for these rows lie together, so the rows are
+  // filled column by column.
+  for (size_t c = 0; c < cols; ++c) {
+    const float* column = a.data + c * a.col_stride;
+    for (size_t r = first; r < end; ++r) out[r * padded + c] = f32_to_bf16(column[r * a.row_stride]);
+  }
+}
+
+class Bf16Products final : public LinearProducts {
+ public:
+  explicit Bf16Products(const kernels::KernelTable& kernels)
+      : kernels_(kernels), panels_(kernels.packs_weights != nullptr && kernels.packs_weights(panel_probe())) {}
+
+  void xwt(const float* x, const float* w, size_t m, size_t n, size_t k, float beta, float* y) override {
+    product({x, k, 1}, {w, k, 1}, m, n, k, beta, y);
+  }
+  void dy_w(const float* dy, const float* w, size_t m, size_t n, size_t k, float* dx) override {
+    product({dy, n, 1}, {w, 1, k}, m, k, n, 0.0f, dx);
+  }
+  void dyt_x(const float* dy, const float* x, size_t m, size_t n, size_t k, float* dw) override {
+    product({dy, 1, n}, {x, 1, k}, n, k, m, 1.0f, dw);
+  }
+
+ private:
+  // Whether the table packs a BF16 matrix of whole panels: every table that does arranges it as
+  // bf16_panels.h's panels, which pack_f32_bf16_panels writes straight from FP32.
+  static kernels::WeightMatrix panel_probe() {
+    return {GgmlType::BF16, nullptr, kBf16PanelRows, kBf16BlockColumns, kBf16BlockColumns * 2, false};
+  }
+
+  struct ThreadScratch {
+    std::vector<uint16_t> matrix;  // the thread's group of rows of b, in BF16
+    std::vector<float> out;        // results to be added into the output
+  };
+
+  // out[i, j] = sum over l < k of x(i, l) b(j, l) + beta * out[i, j] for i < m, j < n (out row
+  // stride n; beta 0 ignores what out held), both operands rounded to BF16, sums in FP32. The
+  // rounded x is shared by all threads; each thread rounds and multiplies its own panels of b.
+  void product(const Strided& x, const Strided& b, size_t m, size_t n, size_t k, float beta, float* out) {
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+      for (size_t i = 0; i < m * n; ++i) out[i] = beta == 0.0f ? 0.0f : beta * out[i];
+      return;
+    }
+    const size_t padded = round_up(k, kBf16BlockColumns), panels = (n + kBf16PanelRows - 1) / kBf16PanelRows;
+    if (input_.size() < m * padded) input_.resize(m * padded);
+    const int team = omp_get_max_threads();
+    if (threads_.size() < size_t(team)) threads_.resize(size_t(team));
+#pragma omp parallel num_threads(team)
+    {
+      const size_t t = size_t(omp_get_thread_num()), count = size_t(omp_get_num_threads());
+#pragma omp for schedule(static)
+      for (size_t first = 0; first < m; first += kBf16PanelRows)
+        round_rows(x, k, padded, first, std::min(m, first + kBf16PanelRows), input_.data());
+      ThreadScratch& scratch = threads_[t];
+      const size_t end = panels * (t + 1) / count;
+      for (size_t group = panels * t / count; group < end; group += kPanelsPerGroup) {
+        const size_t group_end = std::min(end, group + kPanelsPerGroup), first_row = group * kBf16PanelRows;
+        const size_t live = std::min(n, group_end * kBf16PanelRows) - first_row;  // output columns
+        const size_t rows = panels_ ? (group_end - group) * kBf16PanelRows : live;
+        if (scratch.matrix.size() < rows * padded) scratch.matrix.resize(rows * padded);
+        if (panels_) {
+          kernels::pack_f32_bf16_panels(b.data, n, k, b.row_stride, b.col_stride, group, group_end,
+                                        reinterpret_cast<uint8_t*>(scratch.matrix.data()));
+        } else {
+          round_rows({b.data + first_row * b.row_stride, b.row_stride, b.col_stride}, k, padded, 0, rows,
+                     scratch.matrix.data());
+        }
+        const kernels::WeightMatrix w{GgmlType::BF16, reinterpret_cast<const uint8_t*>(scratch.matrix.data()),
+                                      rows,           padded,
+                                      padded * 2,     panels_};
+        // Whole panels inside the output, overwritten: the kernel writes there itself.
+        const bool direct = beta == 0.0f && rows == live;
+        for (size_t row = 0; row < m; row += kRowsPerChunk) {
+          kernels::PreparedInput in;
+          in.format = kernels::InputFormat::BF16;
+          in.rows = std::min(kRowsPerChunk, m - row);
+          in.cols = padded;
+          in.bf16 = input_.data() + row * padded;
+          float* to = out + row * n + first_row;
+          if (direct) {
+            kernels_.matmul(w, in, to, n);
+            continue;
+          }
+          if (scratch.out.size() < in.rows * rows) scratch.out.resize(in.rows * rows);
+          kernels_.matmul(w, in, scratch.out.data(), rows);
+          for (size_t r = 0; r < in.rows; ++r)
+            for (size_t c = 0; c < live; ++c) {
+              const float result = scratch.out[r * rows + c];
+              to[r * n + c] = beta == 0.0f ? result : result + beta * to[r * n + c];
+            }
+        }
+      }
+    }
+  }
+
+  const kernels::KernelTable& kernels_;
+  const bool panels_;
+  std::vector<uint16_t> input_;  // x rounded to BF16, rows padded to whole 32-column blocks
+  std::vector<ThreadScratch> threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<LinearProducts> make_bf16_products(const kernels::KernelTable& kernels) {
+  return std::make_unique<Bf16Products>(kernels);
+}
+
+}  // namespace kipp::train
