@@ -137,6 +137,7 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.seed", c.train.seed, kNonNegativeInt);
   visit("train.threads", c.train.threads, kNonNegativeInt);
   visit("train.recompute_blocks", c.train.recompute_blocks);
+  visit("train.precision", c.train.precision);
   visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
   visit("eval.every", c.eval.every, kNonNegativeInt);
   visit("eval.batches", c.eval.batches, kPositiveInt);
@@ -417,6 +418,13 @@ class Reader {
       return {};
     });
   }
+  void operator()(const char* name, Precision& value) {
+    read(name, [&](const Source& s) -> Status {
+      if (!s.node.IsScalar()) return make_error("expected fp32 or bf16, got " + found_text(s.node));
+      KIPP_ASSIGN_OR_RETURN(value, parse_precision(s.node.Scalar()));
+      return {};
+    });
+  }
   void operator()(const char* name, const Fixed& rule) {
     read(name, [&](const Source& s) -> Status {
       if (s.node.IsScalar() && rule.accepts(s.node.Scalar())) return {};
@@ -635,6 +643,7 @@ class Writer {
     out_ << YAML::EndSeq;
   }
   void operator()(const char* name, ScheduleKind value) { key(name) << std::string(schedule_name(value)); }
+  void operator()(const char* name, Precision value) { key(name) << std::string(precision_name(value)); }
   void operator()(const char* name, const Fixed& rule) { key(name) << rule.value; }
 
  private:

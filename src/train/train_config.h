@@ -18,6 +18,7 @@
 #include "model/model_config.h"
 #include "train/adamw.h"
 #include "train/init_source.h"
+#include "train/linear_products.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
 
@@ -81,6 +82,7 @@ struct TrainSection {
   uint64_t seed = 1234;           // parameter init
   uint32_t threads = 0;           // 0: all hardware threads
   bool recompute_blocks = false;  // activation checkpointing
+  Precision precision = Precision::Fp32;  // of the products' operands (sums are FP32 either way)
   uint32_t max_bad_steps = 5;     // consecutive non-finite steps before the run stops
 
   bool operator==(const TrainSection&) const = default;
