@@ -17,10 +17,8 @@ namespace {
 using kernels::kBf16BlockColumns;
 using kernels::kBf16PanelRows;
 
-// Panels a thread multiplies together: their BF16 values stay in L2 while every chunk of input
-// rows passes them.
-constexpr size_t kPanelsPerGroup = 8;
-// Input rows per kernel call, so that the results waiting to be added fit a small scratch.
+// Input rows per kernel call where results are added into the output (or cover part of a panel),
+// so that the results waiting to be added fit a small scratch.
 constexpr size_t kRowsPerChunk = 256;
 
 size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
@@ -33,19 +31,41 @@ struct Strided {
   size_t col_stride;
 };
 
+// Compiled for AVX-512 too where the CPU has it: the conversions below are written to vectorize.
+#if defined(__x86_64__)
+#define KIPP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define KIPP_VECTOR_CLONES
+#endif
+
 // Rows [first, end) of `a` (`cols` values each) rounded to BF16 into out, `padded` values a row
 // (zeros after cols).
-void round_rows(const Strided& a, size_t cols, size_t padded, size_t first, size_t end, uint16_t* out) {
+KIPP_VECTOR_CLONES void round_rows(const Strided& a, size_t cols, size_t padded, size_t first, size_t end,
+                                   uint16_t* out) {
   for (size_t r = first; r < end; ++r) std::fill(out + r * padded + cols, out + (r + 1) * padded, uint16_t{0});
   if (a.col_stride == 1) {
-    for (size_t r = first; r < end; ++r) f32_to_bf16_row(a.data + r * a.row_stride, out + r * padded, cols);
+    for (size_t r = first; r < end; ++r) {
+      const float* row = a.data + r * a.row_stride;
+      uint16_t* to = out + r * padded;
+      for (size_t c = 0; c < cols; ++c) to[c] = f32_to_bf16(row[c]);
+    }
     return;
   }
-  // A transposed matrix: each column's values for these rows lie together, so the rows are
-  // filled column by column.
-  for (size_t c = 0; c < cols; ++c) {
-    const float* column = a.data + c * a.col_stride;
-    for (size_t r = first; r < end; ++r) out[r * padded + c] = f32_to_bf16(column[r * a.row_stride]);
+  // A transposed matrix: each column's values for up to 16 rows lie together; 32 columns of them
+  // are rounded at a time, then written out row by row.
+  constexpr size_t kRows = 16, kColumns = 32;
+  uint16_t block[kColumns][kRows];
+  for (size_t r0 = first; r0 < end; r0 += kRows) {
+    const size_t live = std::min(kRows, end - r0);
+    for (size_t c0 = 0; c0 < cols; c0 += kColumns) {
+      const size_t width = std::min(kColumns, cols - c0);
+      for (size_t j = 0; j < width; ++j) {
+        const float* column = a.data + (c0 + j) * a.col_stride + r0 * a.row_stride;
+        for (size_t n = 0; n < live; ++n) block[j][n] = f32_to_bf16(column[n * a.row_stride]);
+      }
+      for (size_t n = 0; n < live; ++n)
+        for (size_t j = 0; j < width; ++j) out[(r0 + n) * padded + c0 + j] = block[j][n];
+    }
   }
 }
 
@@ -71,11 +91,6 @@ class Bf16Products final : public LinearProducts {
     return {GgmlType::BF16, nullptr, kBf16PanelRows, kBf16BlockColumns, kBf16BlockColumns * 2, false};
   }
 
-  struct ThreadScratch {
-    std::vector<uint16_t> matrix;  // the thread's group of rows of b, in BF16
-    std::vector<float> out;        // results to be added into the output
-  };
-
   // out[i, j] = sum over l < k of x(i, l) b(j, l) + beta * out[i, j] for i < m, j < n (out row
   // stride n; beta 0 ignores what out held), both operands rounded to BF16, sums in FP32. The
   // rounded x is shared by all threads; each thread rounds and multiplies its own panels of b.
@@ -87,6 +102,7 @@ class Bf16Products final : public LinearProducts {
     }
     const size_t padded = round_up(k, kBf16BlockColumns), panels = (n + kBf16PanelRows - 1) / kBf16PanelRows;
     if (input_.size() < m * padded) input_.resize(m * padded);
+    if (matrix_.size() < panels * kBf16PanelRows * padded) matrix_.resize(panels * kBf16PanelRows * padded);
     const int team = omp_get_max_threads();
     if (threads_.size() < size_t(team)) threads_.resize(size_t(team));
 #pragma omp parallel num_threads(team)
@@ -95,43 +111,45 @@ class Bf16Products final : public LinearProducts {
 #pragma omp for schedule(static)
       for (size_t first = 0; first < m; first += kBf16PanelRows)
         round_rows(x, k, padded, first, std::min(m, first + kBf16PanelRows), input_.data());
-      ThreadScratch& scratch = threads_[t];
-      const size_t end = panels * (t + 1) / count;
-      for (size_t group = panels * t / count; group < end; group += kPanelsPerGroup) {
-        const size_t group_end = std::min(end, group + kPanelsPerGroup), first_row = group * kBf16PanelRows;
-        const size_t live = std::min(n, group_end * kBf16PanelRows) - first_row;  // output columns
-        const size_t rows = panels_ ? (group_end - group) * kBf16PanelRows : live;
-        if (scratch.matrix.size() < rows * padded) scratch.matrix.resize(rows * padded);
+      // This thread's panels [first, end) of b, rounded and packed (or rounded into rows for a
+      // table that reads BF16 rows as stored) into its own part of the shared matrix.
+      const size_t first = panels * t / count, end = panels * (t + 1) / count;
+      if (first < end) {
+        const size_t first_row = first * kBf16PanelRows;
+        const size_t live = std::min(n, end * kBf16PanelRows) - first_row;  // output columns
+        const size_t rows = panels_ ? (end - first) * kBf16PanelRows : live;
+        uint16_t* matrix = matrix_.data() + first_row * padded;
         if (panels_) {
-          kernels::pack_f32_bf16_panels(b.data, n, k, b.row_stride, b.col_stride, group, group_end,
-                                        reinterpret_cast<uint8_t*>(scratch.matrix.data()));
+          kernels::pack_f32_bf16_panels(b.data, n, k, b.row_stride, b.col_stride, first, end,
+                                        reinterpret_cast<uint8_t*>(matrix));
         } else {
-          round_rows({b.data + first_row * b.row_stride, b.row_stride, b.col_stride}, k, padded, 0, rows,
-                     scratch.matrix.data());
+          round_rows({b.data + first_row * b.row_stride, b.row_stride, b.col_stride}, k, padded, 0, rows, matrix);
         }
-        const kernels::WeightMatrix w{GgmlType::BF16, reinterpret_cast<const uint8_t*>(scratch.matrix.data()),
-                                      rows,           padded,
-                                      padded * 2,     panels_};
-        // Whole panels inside the output, overwritten: the kernel writes there itself.
-        const bool direct = beta == 0.0f && rows == live;
-        for (size_t row = 0; row < m; row += kRowsPerChunk) {
-          kernels::PreparedInput in;
-          in.format = kernels::InputFormat::BF16;
-          in.rows = std::min(kRowsPerChunk, m - row);
-          in.cols = padded;
-          in.bf16 = input_.data() + row * padded;
-          float* to = out + row * n + first_row;
-          if (direct) {
-            kernels_.matmul(w, in, to, n);
-            continue;
+        const kernels::WeightMatrix w{
+            GgmlType::BF16, reinterpret_cast<const uint8_t*>(matrix), rows, padded, padded * 2, panels_};
+        kernels::PreparedInput in;
+        in.format = kernels::InputFormat::BF16;
+        in.cols = padded;
+        if (beta == 0.0f && rows == live) {
+          // Whole panels inside the output, overwritten: the kernel writes there itself, all
+          // rows in one call.
+          in.rows = m;
+          in.bf16 = input_.data();
+          kernels_.matmul(w, in, out + first_row, n);
+        } else {
+          std::vector<float>& results = threads_[t];
+          for (size_t row = 0; row < m; row += kRowsPerChunk) {
+            in.rows = std::min(kRowsPerChunk, m - row);
+            in.bf16 = input_.data() + row * padded;
+            if (results.size() < in.rows * rows) results.resize(in.rows * rows);
+            kernels_.matmul(w, in, results.data(), rows);
+            float* to = out + row * n + first_row;
+            for (size_t r = 0; r < in.rows; ++r)
+              for (size_t c = 0; c < live; ++c) {
+                const float result = results[r * rows + c];
+                to[r * n + c] = beta == 0.0f ? result : result + beta * to[r * n + c];
+              }
           }
-          if (scratch.out.size() < in.rows * rows) scratch.out.resize(in.rows * rows);
-          kernels_.matmul(w, in, scratch.out.data(), rows);
-          for (size_t r = 0; r < in.rows; ++r)
-            for (size_t c = 0; c < live; ++c) {
-              const float result = scratch.out[r * rows + c];
-              to[r * n + c] = beta == 0.0f ? result : result + beta * to[r * n + c];
-            }
         }
       }
     }
@@ -139,8 +157,9 @@ class Bf16Products final : public LinearProducts {
 
   const kernels::KernelTable& kernels_;
   const bool panels_;
-  std::vector<uint16_t> input_;  // x rounded to BF16, rows padded to whole 32-column blocks
-  std::vector<ThreadScratch> threads_;
+  std::vector<uint16_t> input_;   // x rounded to BF16, rows padded to whole 32-column blocks
+  std::vector<uint16_t> matrix_;  // b rounded to BF16, as panels or rows (padded likewise)
+  std::vector<std::vector<float>> threads_;  // per thread: results waiting to be added to out
 };
 
 }  // namespace

@@ -102,8 +102,8 @@ set_tests_properties(quickstart_smoke PROPERTIES TIMEOUT 600
 # BF16 products against FP32 on the quickstart recipe, shortened: final validation losses within 1%.
 add_test(NAME train_precision_quickstart
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_precision_quickstart.sh $<TARGET_FILE:kipp>
-                 ${CMAKE_BINARY_DIR}/precision-quickstart 200)
-set_tests_properties(train_precision_quickstart PROPERTIES TIMEOUT 600 PASS_REGULAR_EXPRESSION "PASS")
+                 ${CMAKE_BINARY_DIR}/precision-quickstart 120)
+set_tests_properties(train_precision_quickstart PROPERTIES TIMEOUT 900 PASS_REGULAR_EXPRESSION "PASS")
 
 # The data-side commands explain themselves.
 foreach(command "eval" "data;preview" "plot" "tokenizer;encode")

@@ -32,33 +32,54 @@ void pack_bf16_panels(const WeightMatrix& w, uint8_t* out) {
   }
 }
 
-void pack_f32_bf16_panels(const float* a, size_t rows, size_t cols, size_t row_stride, size_t col_stride,
-                          size_t first_panel, size_t end_panel, uint8_t* out) {
-  const size_t padded = (cols + kBf16BlockColumns - 1) / kBf16BlockColumns * kBf16BlockColumns;
-  const size_t panel_elements = kBf16PanelRows * padded;
-  // Element n of line k in block b of a panel, as uint16 offsets: the pair's first half.
-  const auto at = [](size_t c, size_t n) {
-    return (c / kBf16BlockColumns) * (kBf16TileBytes / 2) + ((c % kBf16BlockColumns) / 2) * kBf16PanelRows * 2 + n * 2 +
-           c % 2;
+// Compiled for AVX-512 too where the CPU has it: the conversions below are written to vectorize.
+#if defined(__x86_64__)
+#define KIPP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
+#else
+#define KIPP_VECTOR_CLONES
+#endif
+
+KIPP_VECTOR_CLONES void pack_f32_bf16_panels(const float* a, size_t rows, size_t cols, size_t row_stride,
+                                             size_t col_stride, size_t first_panel, size_t end_panel, uint8_t* out) {
+  const size_t blocks = (cols + kBf16BlockColumns - 1) / kBf16BlockColumns;
+  const size_t panel_pairs = kBf16PanelRows * blocks * kLines, tile_pairs = kBf16PanelRows * kLines;
+  // One pair's value: columns c and c + 1 of a row as BF16, zero past the matrix.
+  const auto pair = [&](size_t r, size_t c) {
+    const uint32_t lo = c < cols ? f32_to_bf16(a[r * row_stride + c * col_stride]) : 0;
+    const uint32_t hi = c + 1 < cols ? f32_to_bf16(a[r * row_stride + (c + 1) * col_stride]) : 0;
+    return lo | hi << 16;
   };
   for (size_t p = first_panel; p < end_panel; ++p) {
-    uint16_t* panel = reinterpret_cast<uint16_t*>(out) + (p - first_panel) * panel_elements;
+    uint32_t* panel = reinterpret_cast<uint32_t*>(out) + (p - first_panel) * panel_pairs;
     const size_t first_row = p * kBf16PanelRows;
     const size_t live = first_row < rows ? std::min(kBf16PanelRows, rows - first_row) : 0;
-    if (live < kBf16PanelRows || cols < padded) std::memset(panel, 0, panel_elements * sizeof(uint16_t));
-    if (col_stride == 1) {
-      // Rows stored contiguously: each row's values in order, scattered to its lane of each line.
-      for (size_t n = 0; n < live; ++n) {
-        const float* row = a + (first_row + n) * row_stride;
-        for (size_t c = 0; c < cols; ++c) panel[at(c, n)] = f32_to_bf16(row[c]);
-      }
-    } else {
-      // Columns stored contiguously (a transposed matrix): each column's 16 values fill one half
-      // of the pairs of one line.
-      for (size_t c = 0; c < cols; ++c) {
-        const float* column = a + c * col_stride + first_row * row_stride;
-        uint16_t* line = panel + at(c, 0);
-        for (size_t n = 0; n < live; ++n) line[2 * n] = f32_to_bf16(column[n * row_stride]);
+    if (live < kBf16PanelRows) std::memset(panel, 0, panel_pairs * sizeof(uint32_t));
+    for (size_t b = 0; b < blocks; ++b) {
+      uint32_t* tile = panel + b * tile_pairs;
+      const size_t c0 = b * kBf16BlockColumns;
+      if (c0 + kBf16BlockColumns > cols) {
+        for (size_t k = 0; k < kLines; ++k)
+          for (size_t n = 0; n < live; ++n) tile[k * kBf16PanelRows + n] = pair(first_row + n, c0 + 2 * k);
+      } else if (col_stride == 1) {
+        // Rows stored contiguously: each row's block to pairs, then the 16 x 16 pairs transposed.
+        uint32_t pairs[kBf16PanelRows][kLines];
+        for (size_t n = 0; n < live; ++n) {
+          const float* row = a + (first_row + n) * row_stride + c0;
+          for (size_t k = 0; k < kLines; ++k)
+            pairs[n][k] = uint32_t{f32_to_bf16(row[2 * k])} | uint32_t{f32_to_bf16(row[2 * k + 1])} << 16;
+        }
+        for (size_t k = 0; k < kLines; ++k)
+          for (size_t n = 0; n < live; ++n) tile[k * kBf16PanelRows + n] = pairs[n][k];
+      } else {
+        // Columns stored contiguously (row_stride 1, a transposed matrix): a line's 16 rows of
+        // two columns lie in two runs.
+        for (size_t k = 0; k < kLines; ++k) {
+          const float* even = a + first_row * row_stride + (c0 + 2 * k) * col_stride;
+          const float* odd = even + col_stride;
+          uint32_t* line = tile + k * kBf16PanelRows;
+          for (size_t n = 0; n < live; ++n)
+            line[n] = uint32_t{f32_to_bf16(even[n * row_stride])} | uint32_t{f32_to_bf16(odd[n * row_stride])} << 16;
+        }
       }
     }
   }
