@@ -21,6 +21,10 @@ using kernels::kBf16PanelRows;
 // so that the results waiting to be added fit a small scratch.
 constexpr size_t kRowsPerChunk = 256;
 
+// Multiply-adds below which a product runs on the calling thread alone: waking the team would
+// cost more than it saves.
+constexpr size_t kMinSharedProduct = size_t{1} << 16;
+
 size_t round_up(size_t value, size_t to) { return (value + to - 1) / to * to; }
 
 // An FP32 matrix read through strides: element (r, c) at data[r * row_stride + c * col_stride],
@@ -103,7 +107,7 @@ class Bf16Products final : public LinearProducts {
     const size_t padded = round_up(k, kBf16BlockColumns), panels = (n + kBf16PanelRows - 1) / kBf16PanelRows;
     if (input_.size() < m * padded) input_.resize(m * padded);
     if (matrix_.size() < panels * kBf16PanelRows * padded) matrix_.resize(panels * kBf16PanelRows * padded);
-    const int team = omp_get_max_threads();
+    const int team = m * n * k < kMinSharedProduct ? 1 : omp_get_max_threads();
     if (threads_.size() < size_t(team)) threads_.resize(size_t(team));
 #pragma omp parallel num_threads(team)
     {
@@ -157,8 +161,8 @@ class Bf16Products final : public LinearProducts {
 
   const kernels::KernelTable& kernels_;
   const bool panels_;
-  std::vector<uint16_t> input_;   // x rounded to BF16, rows padded to whole 32-column blocks
-  std::vector<uint16_t> matrix_;  // b rounded to BF16, as panels or rows (padded likewise)
+  std::vector<uint16_t> input_;              // x rounded to BF16, rows padded to whole 32-column blocks
+  std::vector<uint16_t> matrix_;             // b rounded to BF16, as panels or rows (padded likewise)
   std::vector<std::vector<float>> threads_;  // per thread: results waiting to be added to out
 };
 

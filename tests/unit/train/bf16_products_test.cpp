@@ -2,6 +2,7 @@
 // shapes that are not whole panels or blocks (odd reduction lengths included) against a double
 // sum over the BF16-rounded operands, and the FP32-to-panel packing against the BF16 one.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
@@ -45,8 +46,8 @@ void check_products(LinearProducts& products, const Shape& s, const char* table)
   const std::vector<float> x = random_values(s.m * s.k, 1), w = random_values(s.n * s.k, 2),
                            dy = random_values(s.m * s.n, 3), start = random_values(s.m * s.n, 4),
                            dw_start = random_values(s.n * s.k, 5);
-  const std::string where = std::string(table) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) +
-                            " k=" + std::to_string(s.k);
+  const std::string where =
+      std::string(table) + " m=" + std::to_string(s.m) + " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
   for (float beta : {0.0f, 1.0f}) {
     std::vector<float> y = start;
     products.xwt(x.data(), w.data(), s.m, s.n, s.k, beta, y.data());
@@ -98,14 +99,26 @@ TEST(Bf16Products, EveryProductOnEveryTableAgainstDoubleSums) {
   }
 }
 
-TEST(Bf16Products, ResultsAreBitwiseRepeatable) {
-  auto products = make_bf16_products(kernels::cpu_kernels());
+// The same values on any number of threads (each splits the panels differently), every product.
+TEST(Bf16Products, ResultsDoNotDependOnTheThreadCount) {
   const size_t m = 70, n = 90, k = 75;
-  const std::vector<float> x = random_values(m * k, 6), w = random_values(n * k, 7);
-  std::vector<float> a(m * n), b(m * n);
-  products->xwt(x.data(), w.data(), m, n, k, 0.0f, a.data());
-  products->xwt(x.data(), w.data(), m, n, k, 0.0f, b.data());
-  EXPECT_EQ(a, b);
+  const std::vector<float> x = random_values(m * k, 6), w = random_values(n * k, 7), dy = random_values(m * n, 8);
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<float>> runs;
+  for (int team : {1, 2, 3}) {
+    omp_set_num_threads(team);
+    auto products = make_bf16_products(kernels::cpu_kernels());
+    std::vector<float> y(m * n), dx(m * k), dw(n * k, 0.5f);
+    products->xwt(x.data(), w.data(), m, n, k, 0.0f, y.data());
+    products->dy_w(dy.data(), w.data(), m, n, k, dx.data());
+    products->dyt_x(dy.data(), x.data(), m, n, k, dw.data());
+    y.insert(y.end(), dx.begin(), dx.end());
+    y.insert(y.end(), dw.begin(), dw.end());
+    runs.push_back(y);
+  }
+  omp_set_num_threads(threads);
+  EXPECT_EQ(runs[0], runs[1]);
+  EXPECT_EQ(runs[0], runs[2]);
 }
 
 // pack_f32_bf16_panels, row-major and transposed, over any range of panels equals rounding the

@@ -139,7 +139,8 @@ TEST(TrainConfig, ValuesAreTypeChecked) {
                          "model.vocab_size: expected a positive integer or auto, got 'big'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  schedule: exponential\n"),
                          "train.schedule: unknown schedule 'exponential' (expected cosine, linear or constant)"));
-  EXPECT_TRUE(has_substr(error_of("train:\n  precision: fp16\n"), "train.precision: expected fp32 or bf16, got 'fp16'"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  precision: fp16\n"), "train.precision: expected fp32 or bf16, got 'fp16'"));
   EXPECT_TRUE(has_substr(error_of("data:\n  format: xml\n"),
                          "data.format: expected auto or text or jsonl or csv or "
                          "parquet or alpaca or sharegpt or openai or tokens, got 'xml'"));
