@@ -78,12 +78,13 @@ struct TrainSection {
   double beta2 = 0.95;
   double eps = 1e-8;
   bool decay_embeddings = true;
-  double grad_clip = 1.0;                 // 0: no clipping
-  uint64_t seed = 1234;                   // parameter init
-  uint32_t threads = 0;                   // 0: all hardware threads
-  bool recompute_blocks = false;          // activation checkpointing
-  Precision precision = Precision::Fp32;  // of the products' operands (sums are FP32 either way)
-  uint32_t max_bad_steps = 5;             // consecutive non-finite steps before the run stops
+  double grad_clip = 1.0;         // 0: no clipping
+  uint64_t seed = 1234;           // parameter init
+  uint32_t threads = 0;           // 0: all hardware threads
+  bool recompute_blocks = false;  // activation checkpointing
+  uint32_t max_bad_steps = 5;     // consecutive non-finite steps before the run stops
+  // The products' operands (their sums are FP32 either way).
+  Precision precision = Precision::Fp32;
 
   bool operator==(const TrainSection&) const = default;
 };
