@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/half.h"
 #include "kernels/cpu/bf16_panels.h"
 #include "kernels/matmul_input.h"
 #include "kernels/weights.h"
@@ -34,44 +33,6 @@ struct Strided {
   size_t row_stride;
   size_t col_stride;
 };
-
-// Compiled for AVX-512 too where the CPU has it: the conversions below are written to vectorize.
-#if defined(__x86_64__)
-#define KIPP_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define KIPP_VECTOR_CLONES
-#endif
-
-// Rows [first, end) of `a` (`cols` values each) rounded to BF16 into out, `padded` values a row
-// (zeros after cols).
-KIPP_VECTOR_CLONES void round_rows(const Strided& a, size_t cols, size_t padded, size_t first, size_t end,
-                                   uint16_t* out) {
-  for (size_t r = first; r < end; ++r) std::fill(out + r * padded + cols, out + (r + 1) * padded, uint16_t{0});
-  if (a.col_stride == 1) {
-    for (size_t r = first; r < end; ++r) {
-      const float* row = a.data + r * a.row_stride;
-      uint16_t* to = out + r * padded;
-      for (size_t c = 0; c < cols; ++c) to[c] = f32_to_bf16(row[c]);
-    }
-    return;
-  }
-  // A transposed matrix: each column's values for up to 16 rows lie together; 32 columns of them
-  // are rounded at a time, then written out row by row.
-  constexpr size_t kRows = 16, kColumns = 32;
-  uint16_t block[kColumns][kRows];
-  for (size_t r0 = first; r0 < end; r0 += kRows) {
-    const size_t live = std::min(kRows, end - r0);
-    for (size_t c0 = 0; c0 < cols; c0 += kColumns) {
-      const size_t width = std::min(kColumns, cols - c0);
-      for (size_t j = 0; j < width; ++j) {
-        const float* column = a.data + (c0 + j) * a.col_stride + r0 * a.row_stride;
-        for (size_t n = 0; n < live; ++n) block[j][n] = f32_to_bf16(column[n * a.row_stride]);
-      }
-      for (size_t n = 0; n < live; ++n)
-        for (size_t j = 0; j < width; ++j) out[(r0 + n) * padded + c0 + j] = block[j][n];
-    }
-  }
-}
 
 class Bf16Products final : public LinearProducts {
  public:
@@ -114,7 +75,8 @@ class Bf16Products final : public LinearProducts {
       const size_t t = size_t(omp_get_thread_num()), count = size_t(omp_get_num_threads());
 #pragma omp for schedule(static)
       for (size_t first = 0; first < m; first += kBf16PanelRows)
-        round_rows(x, k, padded, first, std::min(m, first + kBf16PanelRows), input_.data());
+        kernels::round_f32_bf16_rows(x.data, x.row_stride, x.col_stride, k, padded, first,
+                                     std::min(m, first + kBf16PanelRows), input_.data());
       // This thread's panels [first, end) of b, rounded and packed (or rounded into rows for a
       // table that reads BF16 rows as stored) into its own part of the shared matrix.
       const size_t first = panels * t / count, end = panels * (t + 1) / count;
@@ -127,7 +89,8 @@ class Bf16Products final : public LinearProducts {
           kernels::pack_f32_bf16_panels(b.data, n, k, b.row_stride, b.col_stride, first, end,
                                         reinterpret_cast<uint8_t*>(matrix));
         } else {
-          round_rows({b.data + first_row * b.row_stride, b.row_stride, b.col_stride}, k, padded, 0, rows, matrix);
+          kernels::round_f32_bf16_rows(b.data + first_row * b.row_stride, b.row_stride, b.col_stride, k, padded, 0,
+                                       rows, matrix);
         }
         const kernels::WeightMatrix w{
             GgmlType::BF16, reinterpret_cast<const uint8_t*>(matrix), rows, padded, padded * 2, panels_};

@@ -85,6 +85,35 @@ KIPP_VECTOR_CLONES void pack_f32_bf16_panels(const float* a, size_t rows, size_t
   }
 }
 
+KIPP_VECTOR_CLONES void round_f32_bf16_rows(const float* a, size_t row_stride, size_t col_stride, size_t cols,
+                                            size_t padded, size_t first, size_t end, uint16_t* out) {
+  for (size_t r = first; r < end; ++r) std::fill(out + r * padded + cols, out + (r + 1) * padded, uint16_t{0});
+  if (col_stride == 1) {
+    for (size_t r = first; r < end; ++r) {
+      const float* row = a + r * row_stride;
+      uint16_t* to = out + r * padded;
+      for (size_t c = 0; c < cols; ++c) to[c] = f32_to_bf16(row[c]);
+    }
+    return;
+  }
+  // A transposed matrix: each column's values for up to 16 rows lie together; 32 columns of them
+  // are rounded at a time, then written out row by row.
+  constexpr size_t kRows = 16, kColumns = 32;
+  uint16_t block[kColumns][kRows];
+  for (size_t r0 = first; r0 < end; r0 += kRows) {
+    const size_t live = std::min(kRows, end - r0);
+    for (size_t c0 = 0; c0 < cols; c0 += kColumns) {
+      const size_t width = std::min(kColumns, cols - c0);
+      for (size_t j = 0; j < width; ++j) {
+        const float* column = a + (c0 + j) * col_stride + r0 * row_stride;
+        for (size_t n = 0; n < live; ++n) block[j][n] = f32_to_bf16(column[n * row_stride]);
+      }
+      for (size_t n = 0; n < live; ++n)
+        for (size_t j = 0; j < width; ++j) out[(r0 + n) * padded + c0 + j] = block[j][n];
+    }
+  }
+}
+
 void dequantize_bf16_panel_row(const WeightMatrix& w, size_t row, float* out) {
   const size_t blocks = w.cols / kBf16BlockColumns;
   const uint8_t* panel = w.data + (row / kBf16PanelRows) * kBf16PanelRows * w.row_bytes;
