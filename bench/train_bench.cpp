@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   std::string config_path;
   uint32_t vocab = 32000, seq = 256, batch = 8, steps = 5, threads = 0;
   bool recompute = false, json_only = false;
+  kipp::train::Precision precision = kipp::train::Precision::Fp32;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&] { return kipp::bench::option_value("train_bench", argc, argv, i); };
@@ -75,11 +76,13 @@ int main(int argc, char** argv) {
       threads = parse_count(arg, value());
     else if (arg == "--recompute")
       recompute = true;
+    else if (arg == "--precision")
+      precision = must(kipp::train::parse_precision(value()), "--precision");
     else if (arg == "--json")
       json_only = true;
     else if (arg == "--help" || arg == "-h") {
       std::cout << "usage: train_bench --config configs/X.yaml [--vocab 32000] [--seq 256] [--batch 8] [--steps 5] "
-                   "[--threads 0 (all)] [--recompute] [--json]\n";
+                   "[--threads 0 (all)] [--recompute] [--precision fp32|bf16] [--json]\n";
       return 0;
     } else
       die("unknown argument " + arg);
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   model_options.max_batch = batch;
   model_options.seq_len = seq;
   model_options.recompute_blocks = recompute;
+  model_options.precision = precision;
   std::unique_ptr<kipp::train::TrainingModel> model =
       must(kipp::train::TrainingModel::create(layout, model_options), "creating the training model");
 
@@ -163,6 +167,7 @@ int main(int argc, char** argv) {
   result["tokens_per_step"] = tokens;
   result["threads"] = thread_count;
   result["recompute_blocks"] = recompute;
+  result["precision"] = std::string(kipp::train::precision_name(precision));
   result["timed_steps"] = steps;
   result["step_s_median"] = median(step_seconds);
   result["tokens_per_s_median"] = median(rates);

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "train/bf16_products.h"
+
 namespace kipp::train {
 namespace {
 
@@ -37,7 +39,7 @@ Expected<Precision> parse_precision(std::string_view name) {
 }
 
 Expected<std::unique_ptr<LinearProducts>> make_linear_products(Precision precision) {
-  if (precision == Precision::Bf16) return make_error("train.precision bf16 is not available yet");
+  if (precision == Precision::Bf16) return make_bf16_products(kernels::cpu_kernels());
   return std::unique_ptr<LinearProducts>(std::make_unique<Fp32Products>());
 }
 

@@ -137,6 +137,7 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.seed", c.train.seed, kNonNegativeInt);
   visit("train.threads", c.train.threads, kNonNegativeInt);
   visit("train.recompute_blocks", c.train.recompute_blocks);
+  visit("train.precision", c.train.precision);
   visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
   visit("train.lora.rank", c.train.lora.rank, kNonNegativeInt);
   visit("train.lora.alpha", c.train.lora.alpha, kPositiveReal);
@@ -460,6 +461,13 @@ class Reader {
     }
     if (ok) value = std::move(targets);
   }
+  void operator()(const char* name, Precision& value) {
+    read(name, [&](const Source& s) -> Status {
+      if (!s.node.IsScalar()) return make_error("expected fp32 or bf16, got " + found_text(s.node));
+      KIPP_ASSIGN_OR_RETURN(value, parse_precision(s.node.Scalar()));
+      return {};
+    });
+  }
   void operator()(const char* name, const Fixed& rule) {
     read(name, [&](const Source& s) -> Status {
       if (s.node.IsScalar() && rule.accepts(s.node.Scalar())) return {};
@@ -673,6 +681,7 @@ class Writer {
     out_ << YAML::EndSeq;
   }
   void operator()(const char* name, ScheduleKind value) { key(name) << std::string(schedule_name(value)); }
+  void operator()(const char* name, Precision value) { key(name) << std::string(precision_name(value)); }
   void operator()(const char* name, const Fixed& rule) { key(name) << rule.value; }
   void operator()(const char* name, const std::vector<LoraTarget>& value) {
     key(name) << YAML::Flow << YAML::BeginSeq;

@@ -19,6 +19,7 @@
 #include "train/adamw.h"
 #include "train/init_source.h"
 #include "train/lora.h"
+#include "train/linear_products.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
 
@@ -85,6 +86,8 @@ struct TrainSection {
   uint32_t max_bad_steps = 5;     // consecutive non-finite steps before the run stops
   // `train.lora`: rank > 0 trains adapters on the frozen --init model instead of every weight.
   LoraOptions lora;
+  // The products' operands (their sums are FP32 either way).
+  Precision precision = Precision::Fp32;
 
   bool operator==(const TrainSection&) const = default;
 };

@@ -17,6 +17,7 @@
 #include "core/random.h"
 #include "data/packed_dataset.h"
 #include "data/training_tokenizer.h"
+#include "kernels/cpu/kernels.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
@@ -535,9 +536,14 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   model_options.max_batch = resolved.train.micro_batch;
   model_options.seq_len = resolved.train.seq_len;
   model_options.recompute_blocks = resolved.train.recompute_blocks;
+  model_options.precision = resolved.train.precision;
   KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> model,
                         base ? TrainingModel::create_lora(*base, *adapters, model_options)
                              : TrainingModel::create(layout, model_options));
+  tell(events, resolved.train.precision == Precision::Bf16
+                   ? std::string("precision: bf16 products (BF16 operands, FP32 sums) on the ") +
+                         kernels::cpu_kernels().name + " kernels"
+                   : std::string("precision: fp32 products (OpenBLAS sgemm)"));
 
   std::error_code error;
   fs::create_directories(config.run_dir, error);

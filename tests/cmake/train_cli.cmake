@@ -27,6 +27,10 @@ add_test(NAME train_resume_bitwise
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_resume.sh $<TARGET_FILE:kipp> ${KIPP_TRAIN_INPUTS}
                  ${KIPP_TRAIN_WORK}/resume)
 set_tests_properties(train_resume_bitwise PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus" TIMEOUT 900)
+add_test(NAME train_resume_bitwise_bf16
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_resume.sh $<TARGET_FILE:kipp> ${KIPP_TRAIN_INPUTS}
+                 ${KIPP_TRAIN_WORK}/resume-bf16 --set train.precision=bf16)
+set_tests_properties(train_resume_bitwise_bf16 PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus" TIMEOUT 900)
 
 # Export: kipp convert on the trained checkpoint, then the engine against the trainer's forward.
 add_executable(train_export_check integration/train_export_check.cpp)
@@ -94,6 +98,12 @@ add_test(NAME quickstart_smoke
          COMMAND sh -c "KIPP_QUICKSTART_BIN=$<TARGET_FILE:kipp> KIPP_QUICKSTART_DIR=${CMAKE_BINARY_DIR}/quickstart ${CMAKE_SOURCE_DIR}/scripts/quickstart.sh --steps 30 2>&1")
 set_tests_properties(quickstart_smoke PROPERTIES TIMEOUT 600
                      PASS_REGULAR_EXPRESSION "final validation loss [0-9.]+ vs unigram baseline [0-9.]+.*quickstart finished")
+
+# BF16 products against FP32 on the quickstart recipe, shortened: final validation losses within 1%.
+add_test(NAME train_precision_quickstart
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_precision_quickstart.sh $<TARGET_FILE:kipp>
+                 ${CMAKE_BINARY_DIR}/precision-quickstart 120)
+set_tests_properties(train_precision_quickstart PROPERTIES TIMEOUT 900 PASS_REGULAR_EXPRESSION "PASS")
 
 # The data-side commands explain themselves.
 foreach(command "eval" "data;preview" "plot" "tokenizer;encode")

@@ -3,14 +3,16 @@
 # (which saves), and a run killed with SIGKILL in the middle of writing checkpoints and resumed
 # each time, all end with weights and optimizer state bitwise equal to an
 # uninterrupted run.
-# Usage: train_resume.sh KIPP CONFIG TOKENIZER_JSON CORPUS WORK_DIR
+# Usage: train_resume.sh KIPP CONFIG TOKENIZER_JSON CORPUS WORK_DIR [--set KEY=VALUE ...]
+# (the extra overrides apply to every run, e.g. --set train.precision=bf16)
 set -euo pipefail
 kipp=$1 config=$2 tokenizer=$3 corpus=$4 work=$5
+shift 5
 rm -rf "$work" && mkdir -p "$work"
 # Most windows held out for validation, so the 12 steps cross an epoch boundary (a new shuffle):
 # the corpus (tests/train/corpus.md, about 30K tokens) leaves 5% of its windows, 48 of them.
 common=(--set "tokenizer=$tokenizer" --set "data.train=[$corpus]" --set train.max_steps=12
-        --set data.validation_fraction=0.95)
+        --set data.validation_fraction=0.95 "$@")
 
 final_files() {  # the weights and optimizer state a run ends with
   local dir

@@ -23,6 +23,20 @@ bool stores_bf16_panels(const WeightMatrix& w);
 // Writes w (stores_bf16_panels) into out (w.rows * w.row_bytes bytes) as panels.
 void pack_bf16_panels(const WeightMatrix& w, uint8_t* out);
 
+// The BF16 panels [first_panel, end_panel) of an FP32 matrix of `rows` x `cols` whose element
+// (r, c) is a[r * row_stride + c * col_stride] (row-major or transposed), each element rounded by
+// f32_to_bf16 and the matrix zero-padded to whole panels and 32-column blocks: the bytes
+// pack_bf16_panels writes for that padded BF16 matrix, from its panel first_panel on, at `out`.
+// Products of matrices that change every call (training) pack them this way per call.
+void pack_f32_bf16_panels(const float* a, size_t rows, size_t cols, size_t row_stride, size_t col_stride,
+                          size_t first_panel, size_t end_panel, uint8_t* out);
+
+// Rows [first, end) of the same kind of FP32 matrix (`cols` columns) rounded by f32_to_bf16 into
+// BF16 rows of `padded` values (zeros after cols), row r at out + r * padded: what BF16 products
+// read as their input rows, or as the matrix of a table that does not pack BF16 matrices.
+void round_f32_bf16_rows(const float* a, size_t row_stride, size_t col_stride, size_t cols, size_t padded, size_t first,
+                         size_t end, uint16_t* out);
+
 // Row `row` of a matrix packed by pack_bf16_panels, as FP32 (ref::dequantize_row's contract).
 void dequantize_bf16_panel_row(const WeightMatrix& w, size_t row, float* out);
 

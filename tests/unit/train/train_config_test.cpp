@@ -140,6 +140,8 @@ TEST(TrainConfig, ValuesAreTypeChecked) {
                          "model.vocab_size: expected a positive integer or auto, got 'big'"));
   EXPECT_TRUE(has_substr(error_of("train:\n  schedule: exponential\n"),
                          "train.schedule: unknown schedule 'exponential' (expected cosine, linear or constant)"));
+  EXPECT_TRUE(
+      has_substr(error_of("train:\n  precision: fp16\n"), "train.precision: expected fp32 or bf16, got 'fp16'"));
   EXPECT_TRUE(has_substr(error_of("data:\n  format: xml\n"),
                          "data.format: expected auto or text or jsonl or csv or "
                          "parquet or alpaca or sharegpt or openai or tokens, got 'xml'"));
@@ -266,7 +268,8 @@ TEST(TrainConfig, ToYamlRoundTrips) {
       "train: {seq_len: 300, micro_batch: 3, grad_accum: 5, max_steps: 123456, schedule: constant,\n"
       "        lr: 0.1, min_lr: 0.030000000000000002, warmup_steps: 17, weight_decay: 0,\n"
       "        beta1: 0, beta2: 0.999, eps: 1.0e-12, decay_embeddings: false, grad_clip: 0,\n"
-      "        seed: 77, threads: 3, recompute_blocks: true, max_bad_steps: 2}\n"
+      "        seed: 77, threads: 3, recompute_blocks: true, precision: bf16,\n"
+      "        max_bad_steps: 2}\n"
       "eval: {every: 0, batches: 1}\n"
       "checkpoint: {every: 0, keep_last: 9}\n"
       "log: {every: 1}\n",

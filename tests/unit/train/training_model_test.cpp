@@ -4,9 +4,11 @@
 // Agreement with PyTorch autograd is the train_gates integration test's job.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <random>
@@ -322,6 +324,63 @@ TEST(TrainingModel, NanParameterGivesNonFiniteLoss) {
   const StepResult run = run_step(*model, layout, params, batch, 1.0f);
   EXPECT_FALSE(std::isfinite(run.sums.loss_sum));
   EXPECT_FALSE(std::isfinite(gradient_norm(run.grads)));
+}
+
+std::unique_ptr<TrainingModel> make_bf16_model(const ParameterLayout& layout, uint32_t max_batch, uint32_t seq_len) {
+  TrainingModelOptions options;
+  options.max_batch = max_batch;
+  options.seq_len = seq_len;
+  options.precision = Precision::Bf16;
+  auto model = TrainingModel::create(layout, options);
+  EXPECT_TRUE(model.ok()) << (model.ok() ? "" : model.message());
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+// BF16 operands (8 significant bits) with FP32 sums against the FP32 products: the loss and every
+// gradient tensor within a relative L2 error that BF16 rounding of the operands explains.
+TEST(TrainingModel, Bf16GradientsFollowTheFp32Path) {
+  constexpr double kLossBound = 1e-3, kGradientBound = 2e-2;
+  for (bool tied : {true, false}) {
+    const ParameterLayout layout(tiny_config(tied));
+    const std::vector<float> params = initial_parameters(layout);
+    const Batch batch = random_batch(3, 20, layout.config().vocab_size, true);
+    auto fp32 = make_model(layout, 3, 20);
+    auto bf16 = make_bf16_model(layout, 3, 20);
+    ASSERT_TRUE(fp32 && bf16);
+    const StepResult a = run_step(*fp32, layout, params, batch, 1.0f / 48);
+    const StepResult b = run_step(*bf16, layout, params, batch, 1.0f / 48);
+    EXPECT_EQ(a.sums.counted, b.sums.counted);
+    EXPECT_NEAR(b.sums.loss_sum / a.sums.loss_sum, 1.0, kLossBound) << "tied " << tied;
+    double worst = 0;
+    for (const ParamTensor& t : layout.tensors()) {
+      double error = 0, norm = 0;
+      for (uint64_t i = t.offset; i < t.offset + t.count; ++i) {
+        error += std::pow(double(b.grads[i]) - double(a.grads[i]), 2);
+        norm += std::pow(double(a.grads[i]), 2);
+      }
+      const double relative = std::sqrt(error / norm);
+      worst = std::max(worst, relative);
+      EXPECT_LT(relative, kGradientBound) << t.name << " tied " << tied;
+    }
+    std::cout << "tied " << tied << ": loss ratio " << b.sums.loss_sum / a.sums.loss_sum
+              << ", worst gradient relative L2 error " << worst << "\n";
+  }
+}
+
+TEST(TrainingModel, Bf16RunsAreDeterministic) {
+  const ParameterLayout layout(tiny_config(false));
+  const std::vector<float> params = initial_parameters(layout);
+  const Batch batch = random_batch(3, 20, layout.config().vocab_size, true);
+  auto first = make_bf16_model(layout, 3, 20);
+  auto second = make_bf16_model(layout, 3, 20);
+  ASSERT_TRUE(first && second);
+  const StepResult a = run_step(*first, layout, params, batch, 1.0f);
+  const StepResult b = run_step(*first, layout, params, batch, 1.0f);
+  const StepResult c = run_step(*second, layout, params, batch, 1.0f);
+  EXPECT_EQ(a.sums.loss_sum, b.sums.loss_sum);
+  EXPECT_EQ(a.sums.loss_sum, c.sums.loss_sum);
+  EXPECT_TRUE(bitwise_equal(a.grads, b.grads));
+  EXPECT_TRUE(bitwise_equal(a.grads, c.grads));
 }
 
 }  // namespace
