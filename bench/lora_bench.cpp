@@ -7,7 +7,8 @@
 // dx = dy W (base dequantized a block of rows at a time, plus adapters), the adapters' weight
 // gradients, and the output head's logits and dx = dlogits E over the step's rows.
 //
-// Usage: lora_bench BASE [--rank 16] [--batch 4] [--seq 256] [--steps 3] [--recompute] [--json]
+// Usage: lora_bench BASE [--rank 16] [--batch 4] [--seq 256] [--steps 3] [--precision fp32|bf16] [--recompute]
+//        [--json]
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
   const std::string source = argv[1];
   uint32_t rank = 16, batch = 4, seq = 256, steps = 3;
   bool recompute = false, json = false;
+  Precision precision = Precision::Fp32;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     auto count = [&] {
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
       seq = count();
     } else if (arg == "--steps") {
       steps = count();
+    } else if (arg == "--precision") {
+      precision = must(parse_precision(kipp::bench::option_value(kProgram, argc, argv, i)), "--precision");
     } else if (arg == "--recompute") {
       recompute = true;
     } else if (arg == "--json") {
@@ -94,6 +98,7 @@ int main(int argc, char** argv) {
   model_options.max_batch = batch;
   model_options.seq_len = seq;
   model_options.recompute_blocks = recompute;
+  model_options.precision = precision;
   auto model = must(TrainingModel::create_lora(*base, layout, model_options), "model");
   AdamW optimizer(layout.tensors(), AdamWOptions{});
 
@@ -117,7 +122,8 @@ int main(int argc, char** argv) {
 
   // The parts, summed over the layers, on random activations.
   const ModelConfig& c = init.config;
-  auto weights = must(make_lora_weights(*base, layout, rows), "weights");
+  auto weights =
+      must(make_lora_weights(*base, layout, must(make_linear_products(precision), "products"), rows), "weights");
   weights->begin({adapters.data(), grads.data(), true, 0});
   const size_t widest =
       std::max<size_t>({c.hidden_size, 2 * size_t{c.ffn_size}, c.q_width() + 2 * size_t{c.kv_width()}});
@@ -158,6 +164,7 @@ int main(int argc, char** argv) {
                            {"batch", batch},
                            {"seq_len", seq},
                            {"recompute_blocks", recompute},
+                           {"precision", precision_name(precision)},
                            {"adapter_parameters", layout.total()},
                            {"base_mib", mib(base->bytes())},
                            {"workspace_mib", mib(model->workspace_bytes())},

@@ -42,8 +42,9 @@ class Bf16Products final : public LinearProducts {
   void xwt(const float* x, const float* w, size_t m, size_t n, size_t k, float beta, float* y) override {
     product({x, k, 1}, {w, k, 1}, m, n, k, beta, y);
   }
-  void dy_w(const float* dy, const float* w, size_t m, size_t n, size_t k, float* dx) override {
-    product({dy, n, 1}, {w, 1, k}, m, k, n, 0.0f, dx);
+  void dy_w_strided(const float* dy, size_t dy_stride, const float* w, size_t m, size_t n, size_t k, float beta,
+                    float* dx) override {
+    product({dy, dy_stride, 1}, {w, 1, k}, m, k, n, beta, dx);
   }
   void dyt_x(const float* dy, const float* x, size_t m, size_t n, size_t k, float* dw) override {
     product({dy, 1, n}, {x, 1, k}, n, k, m, 1.0f, dw);

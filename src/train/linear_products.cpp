@@ -18,9 +18,10 @@ class Fp32Products final : public LinearProducts {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, as_int(m), as_int(n), as_int(k), 1.0f, x, as_int(k), w,
                 as_int(k), beta, y, as_int(n));
   }
-  void dy_w(const float* dy, const float* w, size_t m, size_t n, size_t k, float* dx) override {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(m), as_int(k), as_int(n), 1.0f, dy, as_int(n), w,
-                as_int(k), 0.0f, dx, as_int(k));
+  void dy_w_strided(const float* dy, size_t dy_stride, const float* w, size_t m, size_t n, size_t k, float beta,
+                    float* dx) override {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, as_int(m), as_int(k), as_int(n), 1.0f, dy, as_int(dy_stride),
+                w, as_int(k), beta, dx, as_int(k));
   }
   void dyt_x(const float* dy, const float* x, size_t m, size_t n, size_t k, float* dw) override {
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, as_int(n), as_int(k), as_int(m), 1.0f, dy, as_int(n), x,

@@ -25,7 +25,13 @@ class LinearProducts {
   // y[m, n] = x[m, k] w[n, k]^T + beta * y.
   virtual void xwt(const float* x, const float* w, size_t m, size_t n, size_t k, float beta, float* y) = 0;
   // dx[m, k] = dy[m, n] w[n, k].
-  virtual void dy_w(const float* dy, const float* w, size_t m, size_t n, size_t k, float* dx) = 0;
+  void dy_w(const float* dy, const float* w, size_t m, size_t n, size_t k, float* dx) {
+    dy_w_strided(dy, n, w, m, n, k, 0.0f, dx);
+  }
+  // dx[m, k] = dy[m, n] w[n, k] + beta * dx with dy's rows dy_stride floats apart: a LoRA base
+  // multiplies its dx a block of w's rows (a column range of dy) at a time.
+  virtual void dy_w_strided(const float* dy, size_t dy_stride, const float* w, size_t m, size_t n, size_t k, float beta,
+                            float* dx) = 0;
   // dw[n, k] += dy[m, n]^T x[m, k].
   virtual void dyt_x(const float* dy, const float* x, size_t m, size_t n, size_t k, float* dw) = 0;
 };

@@ -35,8 +35,10 @@ struct BlockParts {
 // A frozen base multiplied through the kernel table, plus FP32 adapters y += s B A drop(x).
 class LoraWeights final : public ModelWeights {
  public:
-  LoraWeights(const FrozenBase& base, const AdapterLayout& adapters, size_t max_rows)
-      : w_(base.weights()),
+  LoraWeights(const FrozenBase& base, const AdapterLayout& adapters, std::unique_ptr<LinearProducts> products,
+              size_t max_rows)
+      : products_(std::move(products)),
+        w_(base.weights()),
         k_(*w_.kernels),
         adapters_(adapters),
         scale_(float(adapters.options().scale())),
@@ -208,7 +210,8 @@ class LoraWeights final : public ModelWeights {
     }
   }
 
-  // dx (+)= dy W, W dequantized a block of rows at a time into FP32 scratch.
+  // dx (+)= dy W, W dequantized a block of rows at a time into FP32 scratch and multiplied in
+  // the run's precision.
   void base_backward(const WeightMatrix& w, const float* dy, size_t dy_stride, size_t rows, float* dx,
                      bool accumulate) {
     const size_t block = dequant_.size() / w.cols / kUnitRows * kUnitRows;
@@ -216,8 +219,8 @@ class LoraWeights final : public ModelWeights {
       const size_t count = std::min(block, w.rows - first);
 #pragma omp parallel for schedule(static)
       for (size_t r = 0; r < count; ++r) k_.dequantize_row(w, first + r, dequant_.data() + r * w.cols);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(w.cols), int(count), 1.0f, dy + first,
-                  int(dy_stride), dequant_.data(), int(w.cols), accumulate || first > 0 ? 1.0f : 0.0f, dx, int(w.cols));
+      products_->dy_w_strided(dy + first, dy_stride, dequant_.data(), rows, count, w.cols,
+                              accumulate || first > 0 ? 1.0f : 0.0f, dx);
     }
   }
 
@@ -246,6 +249,7 @@ class LoraWeights final : public ModelWeights {
     return dropped_.data();
   }
 
+  std::unique_ptr<LinearProducts> products_;  // the base's dx, over blocks of W dequantized to FP32
   const FrozenWeights& w_;
   const kernels::KernelTable& k_;
   AdapterLayout adapters_;
@@ -260,7 +264,7 @@ class LoraWeights final : public ModelWeights {
 }  // namespace
 
 Expected<std::unique_ptr<ModelWeights>> make_lora_weights(const FrozenBase& base, const AdapterLayout& adapters,
-                                                          size_t max_rows) {
+                                                          std::unique_ptr<LinearProducts> products, size_t max_rows) {
   if (!adapters.options().enabled()) return make_error("LoRA model: the adapter rank must be positive");
   if (adapters.options().dropout < 0 || adapters.options().dropout >= 1) {
     return make_error("LoRA model: dropout " + std::to_string(adapters.options().dropout) + " is outside [0, 1)");
@@ -272,7 +276,7 @@ Expected<std::unique_ptr<ModelWeights>> make_lora_weights(const FrozenBase& base
       a.vocab_size != b.vocab_size) {
     return make_error("LoRA model: the adapters are laid out for another model than the base");
   }
-  return std::unique_ptr<ModelWeights>(std::make_unique<LoraWeights>(base, adapters, max_rows));
+  return std::unique_ptr<ModelWeights>(std::make_unique<LoraWeights>(base, adapters, std::move(products), max_rows));
 }
 
 }  // namespace kipp::train

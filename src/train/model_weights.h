@@ -67,8 +67,8 @@ class ModelWeights {
 
 std::unique_ptr<ModelWeights> make_full_weights(const ParameterLayout& layout,
                                                 std::unique_ptr<LinearProducts> products);
-// `max_rows`: the most rows any call multiplies.
+// `max_rows`: the most rows any call multiplies; `products` multiply the base's dx.
 Expected<std::unique_ptr<ModelWeights>> make_lora_weights(const FrozenBase& base, const AdapterLayout& adapters,
-                                                          size_t max_rows);
+                                                          std::unique_ptr<LinearProducts> products, size_t max_rows);
 
 }  // namespace kipp::train

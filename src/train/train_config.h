@@ -18,8 +18,8 @@
 #include "model/model_config.h"
 #include "train/adamw.h"
 #include "train/init_source.h"
-#include "train/lora.h"
 #include "train/linear_products.h"
+#include "train/lora.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
 

@@ -427,8 +427,10 @@ Expected<std::unique_ptr<TrainingModel>> TrainingModel::create_lora(const Frozen
                                                                     const AdapterLayout& adapters,
                                                                     const TrainingModelOptions& options) {
   KIPP_RETURN_IF_ERROR(check_options(options));
-  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<ModelWeights> weights,
-                        make_lora_weights(base, adapters, size_t{options.max_batch} * options.seq_len));
+  KIPP_ASSIGN_OR_RETURN(std::unique_ptr<LinearProducts> products, make_linear_products(options.precision));
+  KIPP_ASSIGN_OR_RETURN(
+      std::unique_ptr<ModelWeights> weights,
+      make_lora_weights(base, adapters, std::move(products), size_t{options.max_batch} * options.seq_len));
   return make_model(base.config(), options, std::move(weights));
 }
 

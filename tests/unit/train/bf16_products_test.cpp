@@ -76,6 +76,15 @@ void check_products(LinearProducts& products, const Shape& s, const char* table)
       }
       ASSERT_NEAR(dx[i * s.k + l], sum, sum_bound(s.n, magnitudes)) << "dy_w " << where << " at " << i << "," << l;
     }
+  // The same dx from a column range of a wider dy, added to what dx held: a row's sums do not
+  // depend on how the rows are grouped, so the result is exactly twice dx.
+  const size_t wide = s.n + 3;
+  std::vector<float> dy_wide(s.m * wide, 7.0f), dx_sum = dx;
+  for (size_t i = 0; i < s.m; ++i) std::copy_n(dy.data() + i * s.n, s.n, dy_wide.data() + i * wide + 2);
+  products.dy_w_strided(dy_wide.data() + 2, wide, w.data(), s.m, s.n, s.k, 1.0f, dx_sum.data());
+  for (size_t i = 0; i < s.m * s.k; ++i) {
+    ASSERT_EQ(dx_sum[i], 2.0f * dx[i]) << "dy_w_strided " << where << " at " << i;
+  }
   std::vector<float> dw = dw_start;
   products.dyt_x(dy.data(), x.data(), s.m, s.n, s.k, dw.data());
   for (size_t j = 0; j < s.n; ++j)

@@ -167,7 +167,8 @@ TEST_F(LoraModelTest, BadInputIsAnError) {
   TrainingModelOptions options;
   options.max_batch = kBatch;
   options.seq_len = kSeqLen;
-  EXPECT_FALSE(TrainingModel::create_lora(*base_, AdapterLayout(config_, {4, 8.0, 1.0, {LoraTarget::Q}}), options).ok());
+  EXPECT_FALSE(
+      TrainingModel::create_lora(*base_, AdapterLayout(config_, {4, 8.0, 1.0, {LoraTarget::Q}}), options).ok());
   EXPECT_FALSE(TrainingModel::create_lora(*base_, AdapterLayout(config_, {0, 8.0, 0.0, {}}), options).ok());
   ModelConfig other = config_;
   other.ffn_size = 128;
