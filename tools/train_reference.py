@@ -20,7 +20,7 @@ weights. Three modes:
 Inputs: --config, an HF-style config.json (hidden_size, num_hidden_layers,
 num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
 vocab_size, rope_theta, rms_norm_eps, tie_word_embeddings); --weights, FP32
-safetensors with the HF names; --batch, safetensors with int32 "inputs" and
+(or BF16, upcast exactly) safetensors with the HF names; --batch, safetensors with int32 "inputs" and
 "targets", [batch, seq] for grad and [steps, micro_batches, batch, seq] for train.
 Outputs (--out): FP32 safetensors, the gradients (grad) or the final weights
 (train), with the losses in the metadata ("loss_sum", "counted"; train: "losses"
@@ -53,7 +53,7 @@ class RefError(Exception):
 
 # ---------------------------------------------------------------- safetensors
 
-_DTYPES = {"F32": np.float32, "I32": np.int32, "I64": np.int64}
+_DTYPES = {"F32": np.float32, "I32": np.int32, "I64": np.int64, "BF16": np.uint16}
 
 
 def read_safetensors(path):
@@ -69,9 +69,11 @@ def read_safetensors(path):
         if name == "__metadata__":
             continue
         if info["dtype"] not in _DTYPES:
-            raise RefError(f"{path}: tensor {name} has dtype {info['dtype']} (expected F32, I32 or I64)")
+            raise RefError(f"{path}: tensor {name} has dtype {info['dtype']} (expected F32, BF16, I32 or I64)")
         begin, end = info["data_offsets"]
         array = np.frombuffer(data[begin:end], dtype=_DTYPES[info["dtype"]])
+        if info["dtype"] == "BF16":  # exact: a BF16 value is the top half of its float32
+            array = (array.astype(np.uint32) << 16).view(np.float32)
         tensors[name] = array.reshape(info["shape"]).copy()
     return tensors
 
@@ -207,15 +209,19 @@ class Qwen3ForCausalLM(nn.Module):
         self.model = Qwen3Model(cfg)
         self.lm_head = None if cfg.tied else nn.Linear(cfg.hidden, cfg.vocab, bias=False)
 
-    def forward(self, inputs, targets):
-        """Summed cross-entropy (natural log) over targets != -1."""
+    def logits(self, inputs):
+        """[batch, seq, vocab] float32 logits of every position."""
         cos, sin = rope_tables(self.cfg, inputs.shape[1])
         x = self.model.embed_tokens(inputs)
         for layer in self.model.layers:
             x = layer(x, cos, sin)
         x = self.model.norm(x)
         head = self.model.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
-        logits = x @ head.t()
+        return x @ head.t()
+
+    def forward(self, inputs, targets):
+        """Summed cross-entropy (natural log) over targets != -1."""
+        logits = self.logits(inputs)
         return F.cross_entropy(logits.view(-1, self.cfg.vocab), targets.reshape(-1), ignore_index=-1, reduction="sum")
 
 
