@@ -17,7 +17,7 @@ facts, the commands, every run, the ratios and whether each target is met.
 
 Usage: bench/train_vs_torch.py [--train-bench build/release/bench/train_bench]
            [--lora-bench build/release/bench/lora_bench] [--models build/release/models]
-           [--threads 2] [--repeats 3] [--finetune-repeats 1] [--only tiny:256,qwen3-0.6b:256]
+           [--threads 2] [--repeats 2] [--finetune-repeats 1] [--only tiny:256,qwen3-0.6b:256]
            [--out bench/results/train-cpu.json]
 """
 import argparse
@@ -102,7 +102,8 @@ def machine_info(threads):
                 "pytorch": "OMP_NUM_THREADS set before torch loads (train_reference.py re-executes itself) "
                            "and torch.set_num_threads",
                 "environment": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                                "OMP_PROC_BIND", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}},
+                                                                "OMP_PROC_BIND", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+                                                                "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}},
     }
 
 
@@ -278,7 +279,8 @@ def finetune_case(args, work, name, seq, batch, steps):
         "kipp_lora_best_over_pytorch_lora_best_are": [lora_best, torch_lora_best],
         "kipp_qlora_over_pytorch_lora_best": round(median_tps(r, "kipp-qlora-affine4-bf16") / torch_lora_tps, 2),
         "kipp_full_best_over_pytorch_full_best": round(full_tps / torch_full_tps, 2),
-        "lora_bf16_base_peak_rss_mib": {"without_recompute": rss(lora_best), "recompute": rss("kipp-lora-bf16-recompute"),
+        "lora_bf16_base_peak_rss_mib": {"without_recompute": rss(lora_best),
+                                        "recompute": rss("kipp-lora-bf16-recompute"),
                                         "limit_mib": round(lora_limit, 1)},
         "meets_lora_peak_rss": rss(lora_best) <= lora_limit,
         "meets_lora_peak_rss_with_recompute": rss("kipp-lora-bf16-recompute") <= lora_limit,
@@ -308,7 +310,7 @@ def main():
     parser.add_argument("--models", default="build/release/models",
                         help="folder with qwen3-0.6b-bf16.gguf, qwen3-0.6b-affine4.gguf and qwen3-0.6b-hf/")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each variant of tiny and small")
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each variant of tiny and small")
     parser.add_argument("--finetune-repeats", type=int, default=1, help="runs of each variant of the 0.6b fine-tune")
     parser.add_argument("--only", help="run only CONFIG:SEQ cases, comma-separated (e.g. tiny:256,qwen3-0.6b:256)")
     parser.add_argument("--max-wait", type=int, default=300,
