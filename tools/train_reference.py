@@ -347,20 +347,21 @@ def run_bench(args, cfg):
     if args.full_step:
         optimizer = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
     autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast_bf16)
+
+    def step_loss():  # a temporary, so no step's graph outlives its backward
+        with autocast:
+            return model(inputs, targets) / (1 if optimizer is None else tokens)
+
     times = []
     for _ in range(args.iterations + 1):
         if optimizer is None:
             model.zero_grad(set_to_none=False)
             start = time.perf_counter()
-            with autocast:
-                loss = model(inputs, targets)
-            loss.backward()
+            step_loss().backward()
         else:
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=False)
-            with autocast:
-                loss = model(inputs, targets) / tokens
-            loss.backward()
+            step_loss().backward()
             torch.nn.utils.clip_grad_norm_(trainable, args.clip)
             optimizer.step()
         times.append(time.perf_counter() - start)
