@@ -15,7 +15,10 @@ weights. Three modes:
   bench  tokens/s of forward + backward (no optimizer) on random weights, and the
          peak RSS, for comparing with Kipp's training model; with --full-step,
          of whole training steps (clip_grad_norm_ and AdamW too), as
-         bench/train_bench measures Kipp's (bench/train_vs_torch.py runs both).
+         bench/train_bench measures Kipp's (bench/train_vs_torch.py runs both);
+         --autocast-bf16 runs forward and loss under torch.autocast (BF16 on the CPU),
+         --lora-rank R freezes the model and trains lora_reference.py's rank-R
+         adapters (alpha 2R) on all seven projections, as bench/lora_bench does.
 
 Inputs: --config, an HF-style config.json (hidden_size, num_hidden_layers,
 num_attention_heads, num_key_value_heads, head_dim, intermediate_size,
@@ -300,6 +303,30 @@ def run_train(args, cfg):
     print(f"train: {len(losses)} steps, loss {losses[0]:.6g} -> {losses[-1]:.6g}")
 
 
+def attach_lora(model, rank, base_dtype):
+    """Freezes the model (its matrices stored as base_dtype) and wraps all seven projections of
+    every layer in lora_reference.py's LoraLinear (alpha = 2 rank, B zero); returns the adapters."""
+    import lora_reference  # imports this module: loaded here, not at the top
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+        if p.dim() > 1:
+            p.data = p.data.to(base_dtype)
+    generator = np.random.default_rng(2)
+    adapters = []
+    for layer in model.model.layers:
+        for owner, names in ((layer.self_attn, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                             (layer.mlp, ("gate_proj", "up_proj", "down_proj"))):
+            for name in names:
+                base = getattr(owner, name)
+                a = (generator.standard_normal((rank, base.in_features)) / math.sqrt(base.in_features))
+                b = np.zeros((base.out_features, rank))
+                lora = lora_reference.LoraLinear(base, a.astype(np.float32), b.astype(np.float32), 2.0)
+                setattr(owner, name, lora)
+                adapters += [lora.lora_A, lora.lora_B]
+    return adapters
+
+
 def run_bench(args, cfg):
     rss_at_setup_start = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     torch.manual_seed(0)
@@ -307,29 +334,41 @@ def run_bench(args, cfg):
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.normal_(p, std=0.02)
+    if args.lora_rank:
+        base_dtype = torch.bfloat16 if args.autocast_bf16 else torch.float32
+        trainable = attach_lora(model, args.lora_rank, base_dtype)
+        groups = [{"params": trainable, "weight_decay": args.weight_decay}]
+    else:
+        trainable = list(model.parameters())
+        # As run_train and Kipp's trainer: decay on everything but the norm gains.
+        groups = [{"params": [p for n, p in model.named_parameters() if not n.endswith("norm.weight")],
+                   "weight_decay": args.weight_decay},
+                  {"params": [p for n, p in model.named_parameters() if n.endswith("norm.weight")],
+                   "weight_decay": 0.0}]
     generator = torch.Generator().manual_seed(1)
     inputs = torch.randint(0, cfg.vocab, (args.batch_size, args.seq_len), generator=generator)
     targets = torch.randint(0, cfg.vocab, (args.batch_size, args.seq_len), generator=generator)
     tokens = args.batch_size * args.seq_len
     optimizer = None
     if args.full_step:
-        # As run_train and Kipp's trainer: decay on everything but the norm gains.
-        decay = [p for n, p in model.named_parameters() if not n.endswith("norm.weight")]
-        no_decay = [p for n, p in model.named_parameters() if n.endswith("norm.weight")]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": args.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+        optimizer = torch.optim.AdamW(groups, lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast_bf16)
+
+    def step_loss():  # a temporary, so no step's graph outlives its backward
+        with autocast:
+            return model(inputs, targets) / (1 if optimizer is None else tokens)
+
     times = []
     for _ in range(args.iterations + 1):
         if optimizer is None:
             model.zero_grad(set_to_none=False)
             start = time.perf_counter()
-            model(inputs, targets).backward()
+            step_loss().backward()
         else:
             start = time.perf_counter()
             optimizer.zero_grad(set_to_none=False)
-            (model(inputs, targets) / tokens).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            step_loss().backward()
+            torch.nn.utils.clip_grad_norm_(trainable, args.clip)
             optimizer.step()
         times.append(time.perf_counter() - start)
     timed = times[1:]  # the first (warm-up) run left out
@@ -342,6 +381,8 @@ def run_bench(args, cfg):
             "implementation": "pytorch", "step": "zero_grad + forward/backward + clip_grad_norm_ + AdamW",
             "tokens_per_step": tokens, "timed_steps": len(timed), "tokens_per_s_min": min(rates),
             "tokens_per_s_max": max(rates), "parameters": sum(p.numel() for p in model.parameters()),
+            "trained_parameters": sum(p.numel() for p in trainable),
+            "precision": "bf16 autocast" if args.autocast_bf16 else "fp32", "lora_rank": args.lora_rank,
             "peak_rss_mb_before_model": rss_at_setup_start, "torch": torch.__version__,
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "deterministic_algorithms": torch.are_deterministic_algorithms_enabled()})
@@ -369,6 +410,11 @@ def main():
                         help="bench: time whole training steps (zero_grad, forward/backward of the loss over the "
                              "step's tokens, clip_grad_norm_ to --clip, AdamW with --weight-decay), as "
                              "bench/train_bench does, and report more detail")
+    parser.add_argument("--autocast-bf16", action="store_true",
+                        help="bench: forward and loss under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
+    parser.add_argument("--lora-rank", type=int, default=0,
+                        help="bench: train only rank-R LoRA adapters (alpha 2R) on all seven projections of a "
+                             "frozen base, stored in BF16 with --autocast-bf16 and in FP32 otherwise")
     args = parser.parse_args()
     # OpenBLAS sizes its thread pool when torch loads it, from OMP_NUM_THREADS (importing torch
     # alone leaves it at one thread here): run again with the variable set.
