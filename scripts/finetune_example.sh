@@ -12,7 +12,8 @@
 #   --steps N      optimizer steps of 2 x 256 tokens (default 40, a few minutes on 2 cores)
 #   --qlora        the base quantized to affine4 (QLoRA) instead of BF16
 # Output in runs/finetune-example/ (KIPP_FINETUNE_DIR). Run scripts/quickstart.sh first (it
-# installs the dependencies and builds build/app/kipp); KIPP_FINETUNE_BIN=PATH uses another binary.
+# installs the runtime packages and builds build/app/kipp; the synthetic base adds python3-numpy
+# and npm through scripts/setup.sh --synthetic); KIPP_FINETUNE_BIN=PATH uses another binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=""
@@ -39,6 +40,7 @@ if [[ -z "$base" ]]; then
   synthetic=1
   base="$out/synthetic-qwen3-0.6b"
   echo "== base: a synthetic Qwen3-0.6B (random weights, the real tokenizer) in $base"
+  bash scripts/setup.sh --synthetic  # python3-numpy and npm, which make it
   bash tests/integration/ensure_synthetic.sh "$base" --preset 0.6b
 elif [[ ! -e "$base" && "$base" == */* ]]; then
   # A registry name: the folder `kipp pull` made (<owner>--<name>@<revision>).

