@@ -32,6 +32,7 @@
 #include "gate_report.h"
 #include "hf_config_text.h"
 #include "kernels/cpu/kernels.h"
+#include "tensor_compare.h"
 #include "train/frozen_base.h"
 #include "train/init_source.h"
 #include "train/lora.h"
@@ -65,6 +66,7 @@ struct Tools {
 
 using gates::checks_failed;
 using gates::checks_run;
+using gates::compare_tensors;
 using gates::hf_config_text;
 using gates::report;
 using gates::scientific;
@@ -122,35 +124,6 @@ std::unique_ptr<TrainingModel> lora_model(const FrozenBase& base, const AdapterL
   return std::move(*model);
 }
 
-// Worst of max|actual - expected| / max|expected| over the adapter tensors.
-void compare_gradients(const std::string& what, const AdapterLayout& layout, std::span<const float> actual,
-                       const SafetensorsFile& expected, double tolerance) {
-  double worst = 0;
-  std::string worst_name = "(none)";
-  for (const ParamTensor& t : layout.tensors()) {
-    const SafetensorsTensor* ref = expected.find(t.name);
-    if (!ref || ref->dtype != SafetensorsDtype::F32 || ref->shape != t.shape) {
-      return report(false, what, "reference lacks an F32 tensor " + t.name + " of the layout's shape");
-    }
-    std::vector<float> values(t.count);
-    std::memcpy(values.data(), expected.data(*ref).data(), t.count * sizeof(float));
-    double max_ref = 0, max_diff = 0;
-    for (uint64_t i = 0; i < t.count; ++i) {
-      max_ref = std::max(max_ref, std::fabs(double(values[i])));
-      const double diff = std::fabs(double(actual[t.offset + i]) - double(values[i]));
-      if (!(diff <= max_diff)) max_diff = diff;  // a NaN counts as the worst
-    }
-    const double relative = max_ref > 0 ? max_diff / max_ref : max_diff;
-    if (!(relative <= worst)) {
-      worst = relative;
-      worst_name = t.name;
-    }
-  }
-  report(worst <= tolerance, what,
-         "worst " + scientific(worst) + " (" + worst_name + ", bound " + scientific(tolerance) + ") over " +
-             std::to_string(layout.tensors().size()) + " tensors");
-}
-
 void gate_gradients(const Tools& tools, const std::string& label, const FrozenBase& base, const LoraOptions& options,
                     const fs::path& dir) {
   const AdapterLayout layout(base.config(), options);
@@ -191,7 +164,7 @@ void gate_gradients(const Tools& tools, const std::string& label, const FrozenBa
          "kipp " + std::to_string(sums->loss_sum) + ", torch " + std::to_string(ref_loss) + " over " +
              std::to_string(sums->counted) + "/" + std::to_string(ref_counted) + " targets, relative error " +
              scientific(loss_error) + " (bound " + scientific(bound.loss) + ")");
-  compare_gradients(label + " adapter gradients", layout, grads, *reference, bound.gradient);
+  compare_tensors(label + " adapter gradients", layout.tensors(), grads, *reference, bound.gradient);
   const bool same = recompute_sums->loss_sum == sums->loss_sum &&
                     std::memcmp(grads.data(), recompute_grads.data(), grads.size() * sizeof(float)) == 0;
   report(same, label + " recompute_blocks", same ? "loss and gradients bitwise equal" : "results differ");

@@ -29,6 +29,7 @@
 #include "format/safetensors.h"
 #include "gate_report.h"
 #include "hf_config_text.h"
+#include "tensor_compare.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
@@ -60,6 +61,7 @@ struct Tools {
 
 using gates::checks_failed;
 using gates::checks_run;
+using gates::compare_tensors;
 using gates::hf_config_text;
 using gates::report;
 using gates::scientific;
@@ -144,35 +146,6 @@ bool run_reference(const Tools& tools, const std::string& arguments) {
   return false;
 }
 
-// Worst of max|actual - expected| / max|expected| over the layout's tensors, one line per check.
-void compare_tensors(const std::string& what, const ParameterLayout& layout, std::span<const float> actual,
-                     const SafetensorsFile& expected, double tolerance) {
-  double worst = 0;
-  std::string worst_name = "(none)";
-  for (const ParamTensor& t : layout.tensors()) {
-    const SafetensorsTensor* ref = expected.find(t.name);
-    if (!ref || ref->dtype != SafetensorsDtype::F32 || ref->shape != t.shape) {
-      return report(false, what, "reference lacks an F32 tensor " + t.name + " of the layout's shape");
-    }
-    std::vector<float> values(t.count);
-    std::memcpy(values.data(), expected.data(*ref).data(), t.count * sizeof(float));
-    double max_ref = 0, max_diff = 0;
-    for (uint64_t i = 0; i < t.count; ++i) {
-      max_ref = std::max(max_ref, std::fabs(double(values[i])));
-      const double diff = std::fabs(double(actual[t.offset + i]) - double(values[i]));
-      if (!(diff <= max_diff)) max_diff = diff;  // a NaN counts as the worst
-    }
-    const double relative = max_ref > 0 ? max_diff / max_ref : max_diff;
-    if (!(relative <= worst)) {
-      worst = relative;
-      worst_name = t.name;
-    }
-  }
-  report(worst <= tolerance, what,
-         "worst " + scientific(worst) + " (" + worst_name + ", bound " + scientific(tolerance) + ") over " +
-             std::to_string(layout.tensors().size()) + " tensors");
-}
-
 std::unique_ptr<TrainingModel> make_model(const ParameterLayout& layout, uint32_t batch, uint32_t seq_len,
                                           bool recompute) {
   TrainingModelOptions options;
@@ -222,7 +195,7 @@ void gate_gradients(const Tools& tools, const GateConfig& gc, const ParameterLay
          "kipp " + std::to_string(sums->loss_sum) + ", torch " + std::to_string(ref_loss) + " over " +
              std::to_string(sums->counted) + "/" + std::to_string(ref_counted) + " targets, relative error " +
              scientific(loss_error) + " (bound " + scientific(kLossTolerance) + ")");
-  compare_tensors(gc.label + " gradients", layout, grads, *reference, kGradientTolerance);
+  compare_tensors(gc.label + " gradients", layout.tensors(), grads, *reference, kGradientTolerance);
   const bool same = recompute_sums->loss_sum == sums->loss_sum &&
                     std::memcmp(grads.data(), recompute_grads.data(), grads.size() * sizeof(float)) == 0;
   report(same, gc.label + " recompute_blocks", same ? "loss and gradients bitwise equal" : "results differ");
@@ -311,8 +284,8 @@ void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayo
              std::to_string(kSteps) + " steps (bound " + scientific(kStepLossTolerance) + "), final loss " +
              std::to_string(ref_losses.back()) + ", norms " + scientific(ref_norms.front()) + " .. " +
              scientific(ref_norms.back()) + " clipped to " + scientific(kClip));
-  compare_tensors(gc.label + " weights after " + std::to_string(kSteps) + " AdamW steps", layout, params, *reference,
-                  kWeightTolerance);
+  compare_tensors(gc.label + " weights after " + std::to_string(kSteps) + " AdamW steps", layout.tensors(), params,
+                  *reference, kWeightTolerance);
 }
 
 }  // namespace
