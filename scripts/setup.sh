@@ -38,6 +38,12 @@ if [ -z "$mode" ]; then
     # tooling: PyTorch reference, synthetic checkpoints, test fixtures
     python3 python3-numpy python3-torch python3-jinja2 libopenblas0-openmp
     curl ca-certificates
+    # data-parallel training on MPI (Kipp builds its MPI path when the headers are found)
+    openmpi-bin libopenmpi-dev
+    # the serving-replicas recipe (deploy/) is tested behind a real HAProxy
+    haproxy
+    # the web chat page is tested in a real headless browser
+    chromium
   )
 fi
 if [ "$mode" != --runtime ]; then
