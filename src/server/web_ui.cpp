@@ -26,11 +26,14 @@ bool equal_ignoring_case(std::string_view a, std::string_view b) {
 }
 
 const char* content_type_of(std::string_view path) {
-  static constexpr std::pair<std::string_view, const char*> kTypes[] = {
-      {".html", "text/html; charset=utf-8"}, {".js", "text/javascript; charset=utf-8"},
-      {".css", "text/css; charset=utf-8"},   {".svg", "image/svg+xml"},
-      {".png", "image/png"},                 {".json", "application/json"},
-      {".woff2", "font/woff2"},              {".ico", "image/x-icon"}};
+  static constexpr std::pair<std::string_view, const char*> kTypes[] = {{".html", "text/html; charset=utf-8"},
+                                                                        {".js", "text/javascript; charset=utf-8"},
+                                                                        {".css", "text/css; charset=utf-8"},
+                                                                        {".svg", "image/svg+xml"},
+                                                                        {".png", "image/png"},
+                                                                        {".json", "application/json"},
+                                                                        {".woff2", "font/woff2"},
+                                                                        {".ico", "image/x-icon"}};
   for (const auto& [suffix, type] : kTypes)
     if (path.size() >= suffix.size() && path.substr(path.size() - suffix.size()) == suffix) return type;
   return "application/octet-stream";
