@@ -63,8 +63,14 @@ export function App() {
 
   const current = conversations.find((c) => c.id === currentId) ?? null;
 
+  // Saved when no answer is streaming (not once per token).
   useEffect(() => {
-    if (streamingId === null) saveConversations(conversations);
+    if (streamingId !== null) return;
+    try {
+      saveConversations(conversations);
+    } catch (e) {
+      setNotice(`The browser did not store the conversations (${(e as Error).message}); export them to keep them.`);
+    }
   }, [conversations, streamingId]);
   useEffect(() => saveCurrent(currentId), [currentId]);
   useEffect(() => saveSettings(settings), [settings]);
