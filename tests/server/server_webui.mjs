@@ -115,8 +115,14 @@ await main('server_webui', async (t) => {
         if (answer) window.__lengths.push(answer.textContent.length);
       }).observe(document.querySelector('.messages'), { subtree: true, childList: true, characterData: true });
     });
-    await send(page, 'Hello there, tell me a story');
+    const prompt = page.locator('textarea.prompt');
+    await prompt.fill('Hello there, tell me a story');
+    await prompt.press('Shift+Enter');
+    await prompt.pressSequentially('in two lines');
+    t.eq(await prompt.inputValue(), 'Hello there, tell me a story\nin two lines', 'Shift+Enter adds a line, sends nothing');
+    await prompt.press('Enter');
     await page.locator('.message.assistant.streaming').waitFor();
+    t.eq(await page.locator('.message.user .text').textContent(), 'Hello there, tell me a story\nin two lines', 'Enter sent both lines');
     await idle(page);
     const lengths = await page.evaluate(() => window.__lengths);
     const distinct = new Set(lengths.filter((n) => n > 0)).size;
