@@ -23,12 +23,16 @@ namespace kipp::cli {
 namespace {
 
 constexpr const char* kServeFooter = R"(
+Chat page: GET / serves a chat page for browsers (it asks for the --api-key once and keeps it in
+the browser); --no-webui turns it off. docs/WEBUI.md describes it.
+
 Endpoints: POST /v1/completions, POST /v1/chat/completions and POST /v1/responses (models with
 a chat template), GET /v1/models[/ID], POST /tokenize, POST /detokenize, GET /health, GET
 /metrics (Prometheus). docs/SERVER.md lists every request field, status code and metric.
 
 Security: the server binds 127.0.0.1 unless --host says otherwise; any other address needs
---api-key (clients send "Authorization: Bearer KEY"; every route but /health checks it). The
+--api-key (clients send "Authorization: Bearer KEY"; every route but /health and the chat page's
+files checks it). The
 Host header must name the bound address (no DNS rebinding); browsers may call it only from
 localhost pages or a --cors-origin.
 
@@ -54,6 +58,7 @@ struct ServeArgs {
   std::vector<std::string> aliases;
   uint32_t port = 8080;
   bool no_verify = false;
+  bool no_webui = false;
 };
 
 std::string url_host(const std::string& host) {
@@ -71,6 +76,7 @@ int run_serve(ServeArgs args) {
   if (args.port > 65535) return fail("--port must be 0..65535, found " + std::to_string(args.port));
   options.port = static_cast<uint16_t>(args.port);
   options.scheduler.verify_content_hash = !args.no_verify;
+  options.web_ui = !args.no_webui;
   // The echoed name comes first: the first alias, else the file name without .gguf.
   options.served_names = args.aliases;
   options.served_names.push_back(std::filesystem::path(options.model_path).stem().string());
@@ -164,6 +170,7 @@ void register_serve(CLI::App& app, Action& action) {
       ->option_text("FIELD [reasoning_content]");
   command->add_option("--cors-origin", o.cors_origins,
                       "Browser origin allowed besides localhost (repeatable; * = any)");
+  command->add_flag("--no-webui", args->no_webui, "Do not serve the chat page at /");
   add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args] { action = [args] { return run_serve(*args); }; });
 }

@@ -19,6 +19,7 @@
 #include "server/openai_request.h"
 #include "server/openai_response.h"
 #include "server/responses_api.h"
+#include "server/web_ui.h"
 #include "tokenizer/utf8.h"
 
 namespace kipp::server {
@@ -148,6 +149,7 @@ std::string endpoint_label(const std::string& path) {
                             "/detokenize", "/health", "/metrics"})
     if (path == known) return known;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (is_web_ui_path(path)) return "webui";
   return "other";
 }
 
@@ -358,14 +360,18 @@ struct HttpServer::Impl {
     return host_header_allowed(req.get_header_value("Host"), options.host);
   }
 
-  bool origin_allowed(const std::string& origin) const {
+  bool origin_allowed(const std::string& origin, const std::string& host_header) const {
     if (is_localhost_origin(origin)) return true;
+    // The page this server serves calls it from its own origin, whatever address it was opened at.
+    if (options.web_ui && (origin == "http://" + host_header || origin == "https://" + host_header)) return true;
     return std::any_of(options.cors_origins.begin(), options.cors_origins.end(),
                        [&](const std::string& allowed) { return allowed == "*" || allowed == origin; });
   }
 
   bool key_valid(const httplib::Request& req) const {
     if (options.api_key.empty()) return true;
+    // The page's files hold nothing secret; the page asks for the key and sends it itself.
+    if (options.web_ui && (req.method == "GET" || req.method == "HEAD") && is_web_ui_path(req.path)) return true;
     const std::string header = req.get_header_value("Authorization");
     const std::string prefix = "Bearer ";
     if (header.rfind(prefix, 0) != 0) return false;
@@ -402,7 +408,7 @@ struct HttpServer::Impl {
                     "invalid_request_error", "host_not_allowed"));
     if (req.has_header("Origin")) {
       const std::string origin = req.get_header_value("Origin");
-      if (!origin_allowed(origin))
+      if (!origin_allowed(origin, req.get_header_value("Host")))
         return refuse(api_error(403, "the origin '" + origin + "' is not allowed (see --cors-origin)",
                                 "invalid_request_error", "origin_not_allowed"));
       res.set_header("Access-Control-Allow-Origin", origin);
@@ -509,6 +515,9 @@ struct HttpServer::Impl {
                                              "model_not_found", "model"));
           send_json(res, 200, model_json(id));
         }));
+    if (options.web_ui)
+      server.Get(R"(/|/index\.html|/assets/[^/]+)",
+                 limited([](const httplib::Request& req, httplib::Response& res) { web_page(req, res); }));
     server.Post("/v1/completions", limited([this](const httplib::Request& req, httplib::Response& res) {
                   chat_or_completion(Endpoint::Completions, req, res);
                 }));
@@ -521,6 +530,25 @@ struct HttpServer::Impl {
                 limited([this](const httplib::Request& req, httplib::Response& res) { tokenize(req, res); }));
     server.Post("/detokenize",
                 limited([this](const httplib::Request& req, httplib::Response& res) { detokenize(req, res); }));
+  }
+
+  // A file of the chat page. The body goes out through a content provider, which cpp-httplib
+  // sends as is (set_content would compress it a second time for a client that accepts gzip).
+  static void web_page(const httplib::Request& req, httplib::Response& res) {
+    auto reply = web_ui_reply(req.path, req.get_header_value("Accept-Encoding"), req.get_header_value("If-None-Match"));
+    if (!reply)
+      return send_error(
+          res, api_error(404, "no route " + req.method + " " + req.path, "invalid_request_error", "not_found"));
+    if (reply->status == 500)
+      return send_error(res, api_error(500, "the embedded page file " + req.path + " is corrupt", "server_error"));
+    res.status = reply->status;
+    for (const auto& [name, value] : reply->headers) res.set_header(name, value);
+    if (reply->status != 200) return;
+    auto body = std::make_shared<std::string>(std::move(reply->body));
+    res.set_content_provider(body->size(), reply->content_type,
+                             [body](size_t offset, size_t length, httplib::DataSink& sink) {
+                               return sink.write(body->data() + offset, length);
+                             });
   }
 
   json model_json(const std::string& name) const {
@@ -711,7 +739,10 @@ struct HttpServer::Impl {
       res.set_chunked_content_provider(
           "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream->pump(sink); },
           [stream](bool) {
-            if (!stream->over) stream->channel->cancel();  // the client left, or the server is stopping
+            if (!stream->over) {  // the client left, or the server is stopping
+              stream->channel->cancel();
+              stream->metrics->count_cancelled();
+            }
             stream->metrics->observe_request_duration(seconds_since(stream->start));
           });
       return;
@@ -723,6 +754,7 @@ struct HttpServer::Impl {
         probed = Clock::now();
         if (probe.peer_closed()) {
           submission.channel->cancel();
+          metrics.count_cancelled();
           res.status = 499;  // nobody reads it: the client closed the connection
           return;
         }

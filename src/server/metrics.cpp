@@ -55,6 +55,11 @@ void Metrics::observe_request_duration(double seconds) {
   duration_.observe(seconds);
 }
 
+void Metrics::count_cancelled() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++cancelled_;
+}
+
 void Metrics::observe_time_to_first_token(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   ttft_.observe(seconds);
@@ -84,6 +89,9 @@ std::string Metrics::render() const {
   for (const auto& [key, count] : requests_)
     out += "kipp_requests_total{endpoint=\"" + key.first + "\",status=\"" + std::to_string(key.second) + "\"} " +
            std::to_string(count) + "\n";
+  scalar(out, "kipp_requests_cancelled_total", "counter",
+         "Generations cancelled because their response ended first (the client left or the server stopped).",
+         double(cancelled_));
   scalar(out, "kipp_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", double(prompt_tokens_));
   scalar(out, "kipp_generated_tokens_total", "counter", "Tokens generated.", double(generated_tokens_));
   scalar(out, "kipp_queue_depth", "gauge", "Requests waiting for admission.", gauges_.queue_depth);

@@ -37,6 +37,7 @@ class Metrics {
  public:
   void count_request(const std::string& endpoint, int status);
   void observe_request_duration(double seconds);
+  void count_cancelled();  // a response ended before its generation did (the client left)
   void observe_time_to_first_token(double seconds);
   void add_tokens(uint64_t prompt, uint64_t generated);
   void add_prefix_reuse(uint64_t cached_tokens);  // one hit with this many tokens
@@ -47,6 +48,7 @@ class Metrics {
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
+  uint64_t cancelled_ = 0;
   uint64_t prompt_tokens_ = 0, generated_tokens_ = 0;
   uint64_t prefix_hits_ = 0, prefix_cached_tokens_ = 0;
   SchedulerGauges gauges_;

@@ -40,6 +40,7 @@ struct ServerOptions {
   uint32_t read_timeout_s = 30;
   uint32_t write_timeout_s = 30;
   ReasoningField reasoning_field = ReasoningField::ReasoningContent;
+  bool web_ui = true;  // the chat page at / (webui/)
   SchedulerOptions scheduler;
 };
 

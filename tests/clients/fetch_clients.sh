@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fetch_clients.sh: install the pinned client packages the agent and structured-output tests
 # drive (package.json + package-lock.json beside this script: the official openai client, the
-# Vercel AI SDK with its OpenAI-compatible provider, zod, ajv and ajv-formats) into the cache,
+# Vercel AI SDK with its OpenAI-compatible provider, zod, ajv and ajv-formats, and playwright-core,
+# which drives Chromium in the chat page's browser test) into the cache,
 # outside the source tree:
 #   CACHE_DIR/npm/clients-LOCKHASH/node_modules
 # `npm ci` installs exactly the lock file's tree and checks every tarball against its sha512
@@ -20,7 +21,7 @@ die() {
 
 case "${1:-}" in
   -h|--help)
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 esac
@@ -38,7 +39,7 @@ modules="${dest}/node_modules"
 valid_tree() {
   local dir="$1" pkg
   [[ -f "$dir/.verified" ]] || return 1
-  for pkg in openai ai @ai-sdk/openai-compatible zod ajv ajv-formats; do
+  for pkg in openai ai @ai-sdk/openai-compatible zod ajv ajv-formats playwright-core; do
     [[ -f "$dir/node_modules/$pkg/package.json" ]] || return 1
   done
 }

@@ -38,3 +38,11 @@ kipp_server_test(server_malformed 240)                       # (h) malformed HTT
 kipp_server_test(server_agents_api 240 FIXTURES openai_npm)  # tools, reasoning, /tokenize, /v1/responses
 # Structured output and tool loops with real clients, on the random-weight 0.6b model.
 kipp_server_test(server_agents 900 FIXTURES agent_clients_npm gguf_qwen3-0.6b_bf16 ARGS qwen3-0.6b-bf16.gguf)
+
+# The chat page (webui/): the committed build in webui/dist must come from the current sources
+# (scripts/build_webui.sh rebuilds it), and the page must work in Chromium (playwright-core from
+# the agent clients' lock file); screenshots of its main states land in tests/server_webui/.
+add_test(NAME webui_dist_current COMMAND ${CMAKE_COMMAND} -DWEBUI=${CMAKE_SOURCE_DIR}/webui
+                                         -P ${CMAKE_CURRENT_SOURCE_DIR}/webui/check_dist.cmake)
+set_tests_properties(webui_dist_current PROPERTIES TIMEOUT 60)
+kipp_server_test(server_webui 240 FIXTURES agent_clients_npm ARGS ${CMAKE_CURRENT_BINARY_DIR}/server_webui)

@@ -248,7 +248,7 @@ await main('server_schema', async (t) => {
     checkError(t, await post(srv, '/v1/chat/completions', { model: 'no-such-model', messages: msgs, max_tokens: 1 }), 404, 'chat model=no-such-model');
     const st = await streamRequest(srv, '/v1/completions', { model: 'no-such-model', prompt: 'Hi', max_tokens: 1, stream: true });
     checkError(t, { status: st.status, text: st.text, json: st.json }, 404, 'streaming completions model=no-such-model (before any chunk)');
-    for (const [m, p] of [['GET', '/v1/nope'], ['POST', '/v1/embeddings'], ['GET', '/'], ['GET', '/v1/completions/extra'], ['POST', '/v2/completions']]) {
+    for (const [m, p] of [['GET', '/v1/nope'], ['POST', '/v1/embeddings'], ['GET', '/assets/nope.js'], ['GET', '/v1/completions/extra'], ['POST', '/v2/completions']]) {
       checkError(t, await request(srv, m, p, m === 'POST' ? { json: { model: TINY_NAME, input: 'x' } } : {}), 404, `${m} ${p}`);
     }
     for (const [m, p] of [['GET', '/v1/completions'], ['GET', '/v1/chat/completions'], ['POST', '/v1/models'], ['DELETE', '/v1/models'], ['PUT', '/v1/completions']]) {

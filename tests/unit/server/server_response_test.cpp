@@ -264,6 +264,8 @@ TEST(ServerMetrics, PrometheusText) {
   metrics.add_prefix_reuse(64);
   metrics.observe_time_to_first_token(0.2);
   metrics.observe_request_duration(3);
+  metrics.count_cancelled();
+  metrics.count_cancelled();
   SchedulerGauges gauges;
   gauges.queue_depth = 2;
   gauges.batch_occupancy = 3;
@@ -275,9 +277,9 @@ TEST(ServerMetrics, PrometheusText) {
   for (const char* line :
        {"kipp_requests_total{endpoint=\"/v1/completions\",status=\"200\"} 2\n",
         "kipp_requests_total{endpoint=\"/health\",status=\"404\"} 1\n", "kipp_prompt_tokens_total 12\n",
-        "kipp_generated_tokens_total 5\n", "kipp_queue_depth 2\n", "kipp_batch_occupancy 3\n",
-        "kipp_batch_capacity 16\n", "kipp_kv_pool_blocks_used 7\n", "kipp_kv_pool_blocks_total 100\n",
-        "kipp_prefix_reuse_hits_total 1\n", "kipp_prefix_cached_tokens_total 64\n",
+        "kipp_generated_tokens_total 5\n", "kipp_requests_cancelled_total 2\n", "kipp_queue_depth 2\n",
+        "kipp_batch_occupancy 3\n", "kipp_batch_capacity 16\n", "kipp_kv_pool_blocks_used 7\n",
+        "kipp_kv_pool_blocks_total 100\n", "kipp_prefix_reuse_hits_total 1\n", "kipp_prefix_cached_tokens_total 64\n",
         "kipp_time_to_first_token_seconds_bucket{le=\"0.25\"} 1\n",
         "kipp_time_to_first_token_seconds_bucket{le=\"0.1\"} 0\n",
         "kipp_request_duration_seconds_bucket{le=\"+Inf\"} 1\n", "kipp_request_duration_seconds_count 1\n",

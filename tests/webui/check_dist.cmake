@@ -1,0 +1,37 @@
+# Fails when webui/dist was not built from the current sources: recomputes the `sha256sum`
+# listing of the files webui/sources.txt names (folders taken whole, paths sorted), as
+# webui/scripts/pack.mjs writes it into webui/dist/sources.sha256, and compares the two.
+# Run: cmake -DWEBUI=webui -P tests/webui/check_dist.cmake
+get_filename_component(WEBUI ${WEBUI} ABSOLUTE)
+file(STRINGS ${WEBUI}/sources.txt kipp_entries)
+set(kipp_files "")
+foreach(kipp_entry IN LISTS kipp_entries)
+  string(STRIP "${kipp_entry}" kipp_entry)
+  if(kipp_entry STREQUAL "")
+    continue()
+  elseif(IS_DIRECTORY ${WEBUI}/${kipp_entry})
+    file(GLOB_RECURSE kipp_found RELATIVE ${WEBUI} ${WEBUI}/${kipp_entry}/*)
+    list(APPEND kipp_files ${kipp_found})
+  elseif(EXISTS ${WEBUI}/${kipp_entry})
+    list(APPEND kipp_files ${kipp_entry})
+  else()
+    message(FATAL_ERROR "webui/sources.txt names ${kipp_entry}, which does not exist")
+  endif()
+endforeach()
+list(SORT kipp_files)
+set(kipp_listing "")
+foreach(kipp_file IN LISTS kipp_files)
+  file(SHA256 ${WEBUI}/${kipp_file} kipp_digest)
+  string(APPEND kipp_listing "${kipp_digest}  ${kipp_file}\n")
+endforeach()
+if(NOT EXISTS ${WEBUI}/dist/sources.sha256)
+  message(FATAL_ERROR "webui/dist/sources.sha256 is missing: run scripts/build_webui.sh")
+endif()
+file(READ ${WEBUI}/dist/sources.sha256 kipp_stamp)
+if(NOT kipp_stamp STREQUAL kipp_listing)
+  message(FATAL_ERROR "webui/dist is stale: it was built from other sources than webui/ holds now; "
+                      "run scripts/build_webui.sh and commit webui/dist.\nThe sources now:\n${kipp_listing}"
+                      "webui/dist/sources.sha256:\n${kipp_stamp}")
+endif()
+list(LENGTH kipp_files kipp_count)
+message("webui/dist is current: built from the ${kipp_count} source files it lists")
