@@ -49,9 +49,9 @@ class MpiCollective final : public Collective {
     for (size_t done = 0; done < values.size(); done += kMaxCount) {
       const int count = int(std::min(kMaxCount, values.size() - done));
       MPI_Request request;
-      KIPP_RETURN_IF_ERROR(check(MPI_Iallreduce(MPI_IN_PLACE, values.data() + done, count, MPI_FLOAT, MPI_SUM,
-                                                MPI_COMM_WORLD, &request),
-                                 "MPI_Iallreduce"));
+      KIPP_RETURN_IF_ERROR(
+          check(MPI_Iallreduce(MPI_IN_PLACE, values.data() + done, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request),
+                "MPI_Iallreduce"));
       requests_.push_back(request);
     }
     return {};
