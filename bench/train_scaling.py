@@ -77,7 +77,7 @@ def run_case(kipp, work, tokenizer, corpus, case, variant, steps):
         "tokens_per_second_median": round(statistics.median(r["tokens_per_second"] for r in timed), 1),
         "steps_timed": len(times),
         "model": params.split("; ")[1],
-        "command": " ".join(command).replace(ROOT + "/", ""),
+        "command": " ".join(command).replace(work, "WORK").replace(ROOT + "/", ""),
     }
     if ranks > 1:
         result["allreduce_seconds_median"] = round(statistics.median(r["allreduce_seconds"] for r in timed), 4)
@@ -97,7 +97,7 @@ def main():
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="kipp-train-scaling-")
     corpus = os.path.join(ROOT, "tests/train/corpus.md")
-    tokenizer = os.path.join(work, "tokenizer", "tokenizer.json")
+    tokenizer = os.path.join(work, "tokenizer.json")
     subprocess.run([args.kipp, "tokenizer", "train", "--input", corpus, "--vocab-size", "32000", "--quiet",
                     "-o", tokenizer], check=True)
     mpi = subprocess.run(["mpirun", "--version"], capture_output=True, text=True).stdout.splitlines()[0]

@@ -45,11 +45,16 @@ PEFT adapter folders, which `kipp lora merge BASE RUN_DIR/adapter -o DIR` folds 
 following steps are bitwise those of an uninterrupted run on the same thread count.
 Ctrl-C or SIGTERM saves a checkpoint and exits; a second Ctrl-C exits at once.
 
+Under `mpirun -np N` (a build with MPI) the run is data-parallel: each rank reads its share of
+every step's windows, gradients are summed across ranks, rank 0 alone writes and shows progress
+(docs/SCALING.md).
+
 Examples:
   kipp train --config configs/tiny.yaml --set tokenizer=tokenizer.json --set data.train=[corpus.txt]
   kipp train --config configs/tiny.yaml --set train.max_steps=20 --set run.dir=runs/try
   kipp train --resume runs/try --set train.max_steps=40
   kipp train --config configs/tiny.yaml --init runs/try/latest --set run.dir=runs/finetune
+  mpirun -np 2 kipp train --config configs/tiny.yaml --set train.threads=1 --set run.dir=runs/two
   kipp pull Qwen/Qwen3-0.6B
   kipp train --config configs/finetune-qwen3-0.6b.yaml --init Qwen/Qwen3-0.6B --set data.train=[chats.jsonl]
   kipp convert runs/try/latest -o try.gguf)";
