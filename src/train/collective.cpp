@@ -2,6 +2,10 @@
 
 #include <cstdlib>
 
+#ifdef KIPP_HAVE_MPI
+#include "train/collective_mpi.h"
+#endif
+
 namespace kipp::train {
 namespace {
 
@@ -26,15 +30,11 @@ bool launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::g
 std::unique_ptr<Collective> make_local_collective() { return std::make_unique<LocalCollective>(); }
 
 #ifdef KIPP_HAVE_MPI
-bool collective_has_mpi() { return true; }
-
 Expected<std::unique_ptr<Collective>> open_collective() {
   if (!launched_by_mpirun()) return make_local_collective();
   return make_mpi_collective();
 }
 #else
-bool collective_has_mpi() { return false; }
-
 Expected<std::unique_ptr<Collective>> open_collective() {
   if (launched_by_mpirun()) {
     return make_error(

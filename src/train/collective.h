@@ -48,12 +48,4 @@ std::unique_ptr<Collective> make_local_collective();
 // Call once, early (MPI_Init); the returned object finalizes MPI when destroyed.
 Expected<std::unique_ptr<Collective>> open_collective();
 
-// Whether this build can run under mpirun.
-bool collective_has_mpi();
-
-#ifdef KIPP_HAVE_MPI
-// MPI_Init and the MPI_COMM_WORLD collective (collective_mpi.cpp, built only with MPI).
-Expected<std::unique_ptr<Collective>> make_mpi_collective();
-#endif
-
 }  // namespace kipp::train

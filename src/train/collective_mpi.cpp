@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "train/collective.h"
+#include "train/collective_mpi.h"
 
 namespace kipp::train {
 namespace {
