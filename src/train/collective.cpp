@@ -38,8 +38,8 @@ Expected<std::unique_ptr<Collective>> open_collective() {
 Expected<std::unique_ptr<Collective>> open_collective() {
   if (launched_by_mpirun()) {
     return make_error(
-        "started by mpirun, but this kipp was built without MPI (install libopenmpi-dev and rebuild; "
-        "-DKIPP_MPI=OFF turns it off)");
+        "started by mpirun, but this kipp was built without MPI (install libopenmpi-dev and rebuild with "
+        "-DKIPP_MPI=ON, the default)");
   }
   return make_local_collective();
 }

@@ -4,7 +4,8 @@
 #   equivalence: 2 ranks x micro-batch B with grad_accum 1 = 1 process x micro-batch B with
 #                grad_accum 2 over 50 steps (same windows, same dropout keys): every step's loss
 #                and the validation losses within a relative FP32 summation-order tolerance, the
-#                same data position; rank 1 prints nothing.
+#                same data position; rank 1 prints nothing. Then the same for LoRA with adapter
+#                dropout on the tiny HF base (6 steps): same dropout masks, rank 0 writes adapter/.
 #   resume:      a 2-rank run stopped with --until-step and resumed on 2 ranks is bitwise the
 #                uninterrupted 2-rank run; its checkpoint resumed on 1 process (grad_accum 2), and
 #                a 1-process checkpoint resumed on 2 ranks, continue at the same data position
@@ -84,6 +85,17 @@ equivalence)
   grep -q '"allreduce_share"' "$work/two/metrics.jsonl" || fail "no allreduce_share in the run log"
   losses_match "$work/one" "$work/two" 1
   same_position "$work/one" "$work/two"
+  lora=(--config "$(dirname "$0")/../../configs/finetune-qwen3-0.6b.yaml" --init "$(dirname "$tokenizer")"
+        --set "data.train=[$corpus]" --set data.format=text --set train.seq_len=32 --set train.micro_batch=2
+        --set train.max_steps=6 --set train.warmup_steps=2 --set train.lr=1e-2 --set eval.every=3
+        --set eval.batches=1 --set "eval.sample_prompts=[]" --set train.lora.rank=4 --set train.lora.alpha=8
+        --set train.lora.dropout=0.1 --set train.threads=1 --set log.every=1 --set checkpoint.every=0 --plain)
+  "$kipp" train "${lora[@]}" --set train.grad_accum=2 --set "run.dir=$work/lora-one" >"$work/lora-one.log" 2>&1 ||
+    { cat "$work/lora-one.log"; fail "LoRA, 1 process"; }
+  "${two[@]}" "$kipp" train "${lora[@]}" --set train.grad_accum=1 --set "run.dir=$work/lora-two" \
+    >"$work/lora-two.log" 2>&1 || { cat "$work/lora-two.log"; fail "LoRA, 2 ranks"; }
+  [[ -e "$work/lora-two/adapter/adapter_model.safetensors" ]] || fail "the 2-rank LoRA run wrote no adapter/"
+  losses_match "$work/lora-one" "$work/lora-two" 1
   ;;
 resume)
   steps=(--set train.max_steps=16 --set eval.every=8)
