@@ -25,7 +25,7 @@ two=(mpirun --oversubscribe -np 2 --tag-output)
 # gradient into micro-batch 0's inside each GEMM, two ranks add two finished gradients, and the
 # FP32 rounding differences grow slowly over the steps (docs/SCALING.md has the measured drift).
 # 1e-5 relative stays well above that and well below what a wrong window, dropout key or
-# normalization does to the loss (1e-3 and more).
+# normalization does to the loss.
 tolerance=1e-5
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
