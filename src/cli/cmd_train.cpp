@@ -17,6 +17,7 @@
 #include "cli/train_dashboard.h"
 #include "core/files.h"
 #include "train/checkpoint.h"
+#include "train/collective.h"
 #include "train/init_source.h"
 #include "train/train_config.h"
 #include "train/trainer.h"
@@ -44,11 +45,16 @@ PEFT adapter folders, which `kipp lora merge BASE RUN_DIR/adapter -o DIR` folds 
 following steps are bitwise those of an uninterrupted run on the same thread count.
 Ctrl-C or SIGTERM saves a checkpoint and exits; a second Ctrl-C exits at once.
 
+Under `mpirun -np N` (a build with MPI) the run is data-parallel: each rank reads its share of
+every step's windows, gradients are summed across ranks, rank 0 alone writes and shows progress
+(docs/SCALING.md).
+
 Examples:
   kipp train --config configs/tiny.yaml --set tokenizer=tokenizer.json --set data.train=[corpus.txt]
   kipp train --config configs/tiny.yaml --set train.max_steps=20 --set run.dir=runs/try
   kipp train --resume runs/try --set train.max_steps=40
   kipp train --config configs/tiny.yaml --init runs/try/latest --set run.dir=runs/finetune
+  mpirun -np 2 kipp train --config configs/tiny.yaml --set train.threads=1 --set run.dir=runs/two
   kipp pull Qwen/Qwen3-0.6B
   kipp train --config configs/finetune-qwen3-0.6b.yaml --init Qwen/Qwen3-0.6B --set data.train=[chats.jsonl]
   kipp convert runs/try/latest -o try.gguf)";
@@ -89,25 +95,32 @@ std::string duration_text(double seconds) {
   return text;
 }
 
-int run_train(const TrainArgs& args) {
+// One rank's part of the run (the whole run outside mpirun). Only rank 0 shows progress and
+// the summary; any rank's error names the rank.
+int train_as_rank(const TrainArgs& args, train::Collective& processes) {
+  const bool shows = processes.rank() == 0;
+  auto failed = [&processes](const std::string& message) {
+    return fail(processes.size() > 1 ? "rank " + std::to_string(processes.rank()) + ": " + message : message);
+  };
   train::TrainRun run;
+  run.collective = &processes;
   const std::string config_path = args.resume.empty() ? args.config : args.resume + "/config.yaml";
   if (!args.resume.empty() && !file_exists(config_path)) {
-    return fail(file_exists(args.resume + "/trainer_state.json")
-                    ? "--resume takes the run folder (run.dir, holding config.yaml and latest), not a checkpoint "
-                      "folder; " +
-                          args.resume + " is a checkpoint"
-                    : "--resume " + args.resume + ": no config.yaml there; is it the run.dir of a kipp train run?");
+    return failed(file_exists(args.resume + "/trainer_state.json")
+                      ? "--resume takes the run folder (run.dir, holding config.yaml and latest), not a checkpoint "
+                        "folder; " +
+                            args.resume + " is a checkpoint"
+                      : "--resume " + args.resume + ": no config.yaml there; is it the run.dir of a kipp train run?");
   }
   std::optional<train::InitSource> init;
   if (!args.init.empty()) {
     auto source = open_model_source("--init", args.init);
-    if (!source) return fail(source.message());
+    if (!source) return failed(source.message());
     init = std::move(*source);
     run.init_path = init->path;
   }
   auto config = train::load_train_config(config_path, args.overrides, init ? &*init : nullptr);
-  if (!config) return fail(config.message());
+  if (!config) return failed(config.message());
   run.config = std::move(*config);
   if (!args.resume.empty()) {
     run.resume = true;
@@ -115,6 +128,11 @@ int run_train(const TrainArgs& args) {
   }
   if (args.until_step) run.until_step = args.until_step;
 
+  install_stop_handlers();
+  if (!shows) {
+    auto summary = train::run_training(run, {}, &g_stop_requested);
+    return summary ? 0 : failed(summary.message());
+  }
   // The dashboard draws on stderr; the summary below stays on stdout.
   const TerminalMode terminal = detect_terminal(stderr, args.plain);
   DashboardOptions options;
@@ -131,10 +149,9 @@ int run_train(const TrainArgs& args) {
   events.on_eval = [&dashboard](const train::EvalReport& r) { dashboard.on_eval(r); };
   events.on_sample = [&dashboard](const train::SampleReport& s) { dashboard.on_sample(s); };
   events.on_data_progress = [&dashboard](const data::CacheProgress& p) { dashboard.on_data_progress(p); };
-  install_stop_handlers();
   auto summary = train::run_training(run, events, &g_stop_requested);
   dashboard.finish(!summary ? "failed" : summary->interrupted ? "stopped" : "finished");
-  if (!summary) return fail(summary.message());
+  if (!summary) return failed(summary.message());
   std::printf("%s after %lu steps (%lu tokens) in %s; last checkpoint %s\n",
               summary->interrupted ? "stopped" : "finished", (unsigned long)summary->steps,
               (unsigned long)summary->tokens_seen, duration_text(summary->elapsed_seconds).c_str(),
@@ -152,6 +169,16 @@ int run_train(const TrainArgs& args) {
                  : "not below it yet: the model has learnt no more than token frequencies");
   }
   return 0;
+}
+
+int run_train(const TrainArgs& args) {
+  auto processes = train::open_collective();
+  if (!processes) return fail(processes.message());
+  const int status = train_as_rank(args, **processes);
+  // The other ranks may be waiting for this one in a sum: stop them all. Checkpoints are written
+  // atomically, so the last complete one stays.
+  if (status != 0 && (*processes)->size() > 1) (*processes)->abort(status);
+  return status;
 }
 
 }  // namespace

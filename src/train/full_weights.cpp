@@ -53,6 +53,14 @@ class FullWeights final : public ModelWeights {
     products_->dyt_x(dlogits, x, rows, vocab_, hidden_, pass_.grads + layout_.head());
   }
 
+  // Layer l's tensors lie between its input norm and the next layer's (or the final norm).
+  BufferSlice layer_gradients(size_t layer) const override {
+    const uint64_t begin = layout_.layers()[layer].attn_norm;
+    const uint64_t end =
+        layer + 1 < layout_.layers().size() ? layout_.layers()[layer + 1].attn_norm : layout_.final_norm();
+    return {begin, end - begin};
+  }
+
   uint64_t workspace_bytes() const override { return 0; }
 
  private:

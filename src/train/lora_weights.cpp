@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <vector>
 
 #include "core/random.h"
@@ -160,6 +161,18 @@ class LoraWeights final : public ModelWeights {
   void head_backward(const float* dlogits, const float* x, size_t rows, float* dx) override {
     (void)x;  // the head is frozen: no weight gradient
     base_backward(w_.head, dlogits, w_.head.rows, rows, dx, false);
+  }
+
+  // A layer's adapters are adjacent in the layout (A and B of each target).
+  BufferSlice layer_gradients(size_t layer) const override {
+    uint64_t begin = UINT64_MAX, end = 0;
+    for (LoraTarget target : kAllLoraTargets) {
+      const LoraAdapter* a = adapters_.find(layer, target);
+      if (!a) continue;
+      begin = std::min({begin, a->a, a->b});
+      end = std::max({end, a->a + uint64_t(rank_) * a->in, a->b + uint64_t(a->out) * rank_});
+    }
+    return end ? BufferSlice{begin, end - begin} : BufferSlice{};
   }
 
   uint64_t workspace_bytes() const override {

@@ -61,6 +61,9 @@ class ModelWeights {
   virtual void head_forward(const float* x, size_t rows, float* logits) = 0;
   virtual void head_backward(const float* dlogits, const float* x, size_t rows, float* dx) = 0;
 
+  // The gradients only `layer`'s backward writes (count 0 when the layer trains nothing).
+  virtual BufferSlice layer_gradients(size_t layer) const = 0;
+
   // Bytes of scratch held (the memory report).
   virtual uint64_t workspace_bytes() const = 0;
 };

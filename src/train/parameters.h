@@ -24,6 +24,12 @@ struct ParamTensor {
   ParamKind kind = ParamKind::Projection;
 };
 
+// A slice [offset, offset + count) of the flat buffer (in floats).
+struct BufferSlice {
+  uint64_t offset = 0;
+  uint64_t count = 0;
+};
+
 // Offsets (in floats) of one decoder layer's tensors.
 struct LayerOffsets {
   uint64_t attn_norm, q_proj, k_proj, v_proj, q_norm, k_norm, o_proj;

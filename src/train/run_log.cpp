@@ -143,15 +143,22 @@ Status RunLog::record_step(const StepReport& report) {
   line["elapsed_seconds"] = number(report.elapsed_seconds);
   line["eta_seconds"] = number(report.eta_seconds);
   line["skipped_steps"] = report.skipped_steps;
+  if (report.ranks > 1) {
+    line["ranks"] = report.ranks;
+    line["allreduce_seconds"] = number(report.allreduce_seconds);
+    line["allreduce_wait_seconds"] = number(report.allreduce_wait_seconds);
+    line["allreduce_share"] = number(report.allreduce_share);
+  }
   KIPP_RETURN_IF_ERROR(append_line(line.dump()));
   if (!events_) return ok_status();
-  const ScalarValue scalars[] = {
+  std::vector<ScalarValue> scalars = {
       {"train/loss", to_summary_float(report.loss)},
       {"train/smoothed_loss", to_summary_float(report.smoothed_loss)},
       {"train/lr", to_summary_float(report.lr)},
       {"train/grad_norm", to_summary_float(report.grad_norm)},
       {"train/tokens_per_second", to_summary_float(report.tokens_per_second)},
   };
+  if (report.ranks > 1) scalars.push_back({"train/allreduce_share", to_summary_float(report.allreduce_share)});
   return events_->write_scalars(time, int64_t(report.step), scalars);
 }
 

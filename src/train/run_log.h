@@ -4,15 +4,17 @@
 //
 // metrics.jsonl lines, each {"type", "step", "time" (unix seconds), ...}:
 //   "step":    every StepReport field (loss, smoothed_loss, lr, grad_norm, tokens_per_second,
-//              tokens_seen, epoch, max_steps, elapsed_seconds, eta_seconds, skipped_steps)
+//              tokens_seen, epoch, max_steps, elapsed_seconds, eta_seconds, skipped_steps; with
+//              more than one rank also ranks, allreduce_seconds, allreduce_wait_seconds and
+//              allreduce_share)
 //   "eval":    loss, perplexity, is_best
 //   "sample":  prompt, text
 //   "scalars": values: {tag: number}
 // Non-finite numbers are written as null (JSON has no NaN).
 //
 // TensorBoard tags: train/loss, train/smoothed_loss, train/lr, train/grad_norm,
-// train/tokens_per_second, val/loss, val/perplexity, free-form scalars under their own tag, and
-// samples as text summaries sample/<i> (i counts the samples of one step).
+// train/tokens_per_second, train/allreduce_share (more than one rank), val/loss, val/perplexity, free-form scalars
+// under their own tag, and samples as text summaries sample/<i> (i counts the samples of one step).
 #pragma once
 
 #include <cstdint>

@@ -139,6 +139,7 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.recompute_blocks", c.train.recompute_blocks);
   visit("train.precision", c.train.precision);
   visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
+  visit("train.allreduce_overlap", c.train.allreduce_overlap);
   visit("train.lora.rank", c.train.lora.rank, kNonNegativeInt);
   visit("train.lora.alpha", c.train.lora.alpha, kPositiveReal);
   visit("train.lora.dropout", c.train.lora.dropout, kFraction);

@@ -84,6 +84,8 @@ struct TrainSection {
   uint32_t threads = 0;           // 0: all hardware threads
   bool recompute_blocks = false;  // activation checkpointing
   uint32_t max_bad_steps = 5;     // consecutive non-finite steps before the run stops
+  // Under mpirun: start each layer's gradient sum during the backward pass (false: one sum after it).
+  bool allreduce_overlap = true;
   // `train.lora`: rank > 0 trains adapters on the frozen --init model instead of every weight.
   LoraOptions lora;
   // The products' operands (their sums are FP32 either way).

@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <cblas.h>
@@ -20,6 +22,7 @@
 #include "kernels/cpu/kernels.h"
 #include "train/adamw.h"
 #include "train/checkpoint.h"
+#include "train/collective.h"
 #include "train/evaluation.h"
 #include "train/frozen_base.h"
 #include "train/lora.h"
@@ -31,6 +34,7 @@
 #include "train/samples.h"
 #include "train/training_data.h"
 #include "train/training_model.h"
+#include "xxhash.h"
 
 namespace kipp::train {
 namespace {
@@ -68,8 +72,10 @@ struct Trained {
 // The training state that moves: weights, gradients, optimizer and the data position.
 class Loop {
  public:
+  // `log` is null on every rank but 0, which alone writes.
   Loop(const TrainRun& run, const TrainEvents& events, const Trained& trained, data::PackedDataset dataset,
-       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline, RunLog& log)
+       std::unique_ptr<TrainingModel> model, data::TrainingTokenizer tokenizer, double unigram_baseline,
+       Collective& collective, RunLog* log)
       : run_(run),
         config_(run.config),
         events_(events),
@@ -81,6 +87,7 @@ class Loop {
         grads_(trained.total()),
         optimizer_(trained.tensors(), config_.adamw()),
         unigram_baseline_(unigram_baseline),
+        collective_(collective),
         log_(log) {
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
     inputs_.resize(rows);
@@ -138,7 +145,8 @@ class Loop {
     bool saved_current = first_step_ > 0;
 
     while (state_.step < last_step) {
-      if (stop && stop->load()) {
+      KIPP_ASSIGN_OR_RETURN(const bool stopping, any_rank_stopping(stop));
+      if (stopping) {
         summary.interrupted = true;
         break;
       }
@@ -185,7 +193,7 @@ class Loop {
       state_.elapsed_seconds = elapsed();
       KIPP_RETURN_IF_ERROR(save(false));
     }
-    if (trained_.adapters) KIPP_RETURN_IF_ERROR(write_final_adapter());
+    if (trained_.adapters && log_) KIPP_RETURN_IF_ERROR(write_final_adapter());
     summary.interrupted = summary.interrupted || state_.step < t.max_steps;
     summary.steps = state_.step;
     summary.tokens_seen = state_.tokens_seen;
@@ -206,30 +214,129 @@ class Loop {
 
   double elapsed() const { return elapsed_before_ + std::chrono::duration<double>(Clock::now() - started_).count(); }
 
-  // The next grad_accum micro-batches forward and backward: their mean-loss gradient in grads_.
+  // This rank's grad_accum micro-batches of the step forward and backward: the gradient of the
+  // step's mean loss over every rank's windows, summed across ranks, in grads_ on every rank.
   Expected<StepLoss> accumulate_gradients() {
     const TrainSection& t = config_.train;
     std::fill(grads_.begin(), grads_.end(), 0.0f);
     const uint32_t micro_rows = t.micro_batch * t.seq_len;
-    for (uint32_t m = 0; m < t.grad_accum; ++m)
-      fill_micro_batch(inputs_.data() + size_t(m) * micro_rows, targets_.data() + size_t(m) * micro_rows);
+    fill_step();
     StepLoss out;
     for (int32_t target : targets_) out.counted += target != kIgnoreTarget;
+    // Every rank scales by the whole step's count, so the summed gradient is the step's mean.
+    double counted = double(out.counted);
+    KIPP_RETURN_IF_ERROR(sum_across_ranks(std::span<double>(&counted, 1)));
+    out.counted = uint64_t(counted);
+    const uint64_t step_micro_batches = uint64_t(t.grad_accum) * uint64_t(collective_.size());
+    const uint64_t first_micro_batch = uint64_t(t.grad_accum) * uint64_t(collective_.rank());
     for (uint32_t m = 0; m < t.grad_accum && out.counted > 0; ++m) {
       TokenBatch batch;
       batch.inputs = std::span<const int32_t>(inputs_).subspan(size_t(m) * micro_rows, micro_rows);
       batch.targets = std::span<const int32_t>(targets_).subspan(size_t(m) * micro_rows, micro_rows);
       batch.batch = t.micro_batch;
       batch.seq_len = t.seq_len;
-      // Dropout masks keyed by the step and micro-batch, so a resumed run draws the same ones.
-      batch.noise_key = counter_random(t.seed, state_.step * t.grad_accum + m);
+      // Dropout masks keyed by the step and the micro-batch's place among all ranks' micro-batches,
+      // so a resumed run, and one process with the same global batch, draw the same ones.
+      batch.noise_key = counter_random(t.seed, state_.step * step_micro_batches + first_micro_batch + m);
+      if (m + 1 == t.grad_accum) begin_gradient_sums();
       KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->forward_backward(params_, batch, 1.0f / float(out.counted), grads_));
       out.loss_sum += sums.loss_sum;
     }
-    const uint64_t step_tokens = uint64_t(t.grad_accum) * micro_rows;
+    if (out.counted > 0) {
+      KIPP_RETURN_IF_ERROR(finish_gradient_sums());
+      KIPP_RETURN_IF_ERROR(sum_across_ranks(std::span<double>(&out.loss_sum, 1)));
+    }
+    const uint64_t step_tokens = step_micro_batches * micro_rows;
     state_.tokens_seen += step_tokens;
     window_tokens_ += step_tokens;
+    ++window_steps_;
     return out;
+  }
+
+  // The step's windows of all ranks, in window order: rank r's micro-batches are the r-th
+  // grad_accum of them, so N ranks with grad_accum G read what one process reads with grad_accum
+  // N x G. Every rank moves the data position past all of them, so it counts windows of the
+  // whole run, whatever the rank count.
+  void fill_step() {
+    const TrainSection& t = config_.train;
+    const uint64_t per_rank = uint64_t(t.grad_accum) * t.micro_batch;
+    const uint64_t first = per_rank * uint64_t(collective_.rank());
+    const uint64_t total = per_rank * uint64_t(collective_.size());
+    for (uint64_t k = 0; k < total; ++k) {
+      if (state_.data_cursor >= dataset_.train_count()) {
+        ++state_.epoch;
+        state_.data_cursor = 0;
+      }
+      const uint64_t window = state_.data_cursor++;
+      if (k < first || k >= first + per_rank) continue;
+      if (order_.epoch != state_.epoch || !order_.order) {
+        order_.order.emplace(dataset_.train_count(), config_.data.seed, state_.epoch);
+        order_.epoch = state_.epoch;
+      }
+      const size_t offset = size_t(k - first) * t.seq_len;
+      dataset_.fill_train((*order_.order)[window], inputs_.data() + offset, targets_.data() + offset);
+    }
+  }
+
+  // Gradient sums across ranks: with train.allreduce_overlap each layer's slice starts as soon as
+  // the last micro-batch's backward has finished it; the rest after the backward pass.
+  void begin_gradient_sums() {
+    sent_.clear();
+    if (collective_.size() == 1 || !config_.train.allreduce_overlap) return;
+    model_->set_gradients_ready([this](uint64_t offset, uint64_t count) {
+      sent_.push_back({offset, count});
+      if (!sums_status_) return;
+      const auto began = Clock::now();
+      sums_status_ = collective_.start_sum(std::span<float>(grads_).subspan(offset, count));
+      // Open MPI advances a nonblocking sum only inside MPI calls: each layer gives it one.
+      if (sums_status_) sums_status_ = collective_.progress();
+      window_allreduce_ += seconds_since(began);
+    });
+  }
+
+  // The slices not started during the backward pass, then the wait for all of them: the time
+  // the step spends after its backward pass on the sums.
+  Status finish_gradient_sums() {
+    if (collective_.size() == 1) return {};
+    model_->set_gradients_ready({});
+    KIPP_RETURN_IF_ERROR(std::exchange(sums_status_, Status{}));
+    const auto began = Clock::now();
+    std::sort(sent_.begin(), sent_.end(),
+              [](const BufferSlice& a, const BufferSlice& b) { return a.offset < b.offset; });
+    uint64_t at = 0;
+    sent_.push_back({grads_.size(), 0});
+    for (const BufferSlice& slice : sent_) {
+      if (slice.offset > at) {
+        KIPP_RETURN_IF_ERROR(collective_.start_sum(std::span<float>(grads_).subspan(at, slice.offset - at)));
+      }
+      at = slice.offset + slice.count;
+    }
+    KIPP_RETURN_IF_ERROR(collective_.wait_all());
+    const double seconds = seconds_since(began);
+    window_allreduce_ += seconds;
+    window_allreduce_wait_ += seconds;
+    return {};
+  }
+
+  // Blocking sums of a few numbers (target counts, losses) across ranks.
+  Status sum_across_ranks(std::span<double> values) {
+    if (collective_.size() == 1) return {};
+    const auto began = Clock::now();
+    KIPP_RETURN_IF_ERROR(collective_.sum(values));
+    window_allreduce_ += seconds_since(began);
+    return {};
+  }
+
+  // Whether any rank was asked to stop (mpirun forwards Ctrl-C and SIGTERM to every rank, which
+  // may see it a step apart): all ranks stop after the same step.
+  Expected<bool> any_rank_stopping(const std::atomic<bool>* stop) {
+    double stopping = stop && stop->load() ? 1.0 : 0.0;
+    KIPP_RETURN_IF_ERROR(sum_across_ranks(std::span<double>(&stopping, 1)));
+    return stopping > 0;
+  }
+
+  static double seconds_since(Clock::time_point began) {
+    return std::chrono::duration<double>(Clock::now() - began).count();
   }
 
   // A skipped step is counted; too many in a row end the run.
@@ -265,26 +372,19 @@ class Loop {
     const double per_step = (report.elapsed_seconds - elapsed_before_) / double(state_.step - first_step_);
     report.eta_seconds = per_step * double(max_steps - state_.step);
     report.skipped_steps = state_.skipped_steps;
-    KIPP_RETURN_IF_ERROR(log_.record_step(report));
+    report.ranks = uint32_t(collective_.size());
+    if (window_steps_ > 0) {
+      report.allreduce_seconds = window_allreduce_ / double(window_steps_);
+      report.allreduce_wait_seconds = window_allreduce_wait_ / double(window_steps_);
+    }
+    report.allreduce_share = window_seconds > 0 ? window_allreduce_ / window_seconds : 0;
+    if (log_) KIPP_RETURN_IF_ERROR(log_->record_step(report));
     if (events_.on_step) events_.on_step(report);
     window_clock_ = Clock::now();
     window_tokens_ = 0;
+    window_steps_ = 0;
+    window_allreduce_ = window_allreduce_wait_ = 0;
     return {};
-  }
-
-  void fill_micro_batch(int32_t* inputs, int32_t* targets) {
-    for (uint32_t row = 0; row < config_.train.micro_batch; ++row) {
-      if (state_.data_cursor >= dataset_.train_count()) {
-        ++state_.epoch;
-        state_.data_cursor = 0;
-      }
-      if (order_.epoch != state_.epoch || !order_.order) {
-        order_.order.emplace(dataset_.train_count(), config_.data.seed, state_.epoch);
-        order_.epoch = state_.epoch;
-      }
-      const size_t offset = size_t(row) * config_.train.seq_len;
-      dataset_.fill_train((*order_.order)[state_.data_cursor++], inputs + offset, targets + offset);
-    }
   }
 
   // Mean loss over the first eval.batches micro-batches of validation windows (a fixed set, so
@@ -311,7 +411,8 @@ class Loop {
     report.loss = loss;
     report.perplexity = std::exp(loss);
     report.is_best = is_best;
-    KIPP_RETURN_IF_ERROR(log_.record_eval(report));
+    if (!log_) return is_best;  // samples are for the log and the dashboard only
+    KIPP_RETURN_IF_ERROR(log_->record_eval(report));
     if (events_.on_eval) events_.on_eval(report);
     KIPP_RETURN_IF_ERROR(draw_samples());
     return is_best;
@@ -327,13 +428,14 @@ class Loop {
       options.seed = counter_random(config_.train.seed, state_.step * 1000 + i);
       const std::string& prompt = config_.eval.sample_prompts[i];
       KIPP_ASSIGN_OR_RETURN(std::string text, generate_sample(*model_, params_, tokenizer_, prompt, options));
-      KIPP_RETURN_IF_ERROR(log_.record_sample(state_.step, prompt, text));
+      KIPP_RETURN_IF_ERROR(log_->record_sample(state_.step, prompt, text));
       if (events_.on_sample) events_.on_sample(SampleReport{state_.step, prompt, std::move(text)});
     }
     return {};
   }
 
   Status save(bool is_best) {
+    if (!log_) return {};
     const auto began = Clock::now();
     CheckpointData data;
     data.params = params_;
@@ -390,13 +492,20 @@ class Loop {
   } order_;
   std::string last_checkpoint_;
   double unigram_baseline_;
-  RunLog& log_;
+  Collective& collective_;
+  RunLog* log_;
+  // Gradient slices whose sums began during the backward pass, and the first failure to begin one.
+  std::vector<BufferSlice> sent_;
+  Status sums_status_;
   // The current run() call: its start, the time and step resumed at, the throughput window.
   Clock::time_point started_;
   double elapsed_before_ = 0;
   uint64_t first_step_ = 0;
   Clock::time_point window_clock_;
   uint64_t window_tokens_ = 0;
+  // Steps since the report and the seconds their sums across ranks took (the wait: after backward).
+  uint64_t window_steps_ = 0;
+  double window_allreduce_ = 0, window_allreduce_wait_ = 0;
 };
 
 // A new run needs an empty run.dir, a resumed one a complete checkpoint behind 'latest'.
@@ -492,12 +601,48 @@ Status prepare_run_dir(const TrainRun& run) {
   return {};
 }
 
+// Every rank must run the same config on the same data, or their gradients would not belong to
+// one model: rank 0's fingerprint of both goes to all ranks, which compare it with their own.
+Status check_same_run(Collective& collective, const TrainRun& run, const TrainConfig& resolved,
+                      const data::PackedDataset& dataset) {
+  if (collective.size() == 1) return {};
+  const std::string text = to_yaml(resolved) + rng_state_text(resolved.data.seed, dataset) +
+                           (run.resume ? " resume" : "") + " until " + std::to_string(run.until_step.value_or(0)) +
+                           " init " + run.init_path.value_or("");
+  const uint64_t own = XXH3_64bits(text.data(), text.size());
+  uint64_t rank0 = own;
+  KIPP_RETURN_IF_ERROR(collective.broadcast(std::span<uint64_t>(&rank0, 1)));
+  if (rank0 != own) {
+    return make_error(
+        "the config, flags or data differ from rank 0's; every rank needs the same --config, --set, "
+        "--resume, --until-step and --init, and the same data files");
+  }
+  return {};
+}
+
+// Rank 0 tokenizes the data into the cache first; the other ranks then read that cache (or,
+// on a host that does not share it, build their own).
+Expected<data::PackedDataset> load_data_rank0_first(Collective& collective, const TrainConfig& resolved,
+                                                    const data::TrainingTokenizer& tokenizer,
+                                                    const data::CacheEvents& cache_events) {
+  double barrier = 0;
+  if (collective.rank() != 0) KIPP_RETURN_IF_ERROR(collective.sum(std::span<double>(&barrier, 1)));
+  auto dataset = load_training_data(resolved, tokenizer, cache_events);
+  if (collective.rank() == 0 && collective.size() > 1) {
+    KIPP_RETURN_IF_ERROR(collective.sum(std::span<double>(&barrier, 1)));
+  }
+  return dataset;
+}
+
 }  // namespace
 
 Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop) {
   const TrainConfig& config = run.config;
   const std::string latest = config.run_dir + "/latest";
   KIPP_RETURN_IF_ERROR(check_run_dir(run, latest));
+  std::unique_ptr<Collective> one_process = run.collective ? nullptr : make_local_collective();
+  Collective& collective = run.collective ? *run.collective : *one_process;
+  const bool writes = collective.rank() == 0;
 
   const int threads = config.train.threads ? int(config.train.threads) : omp_get_num_procs();
   omp_set_num_threads(threads);
@@ -515,7 +660,9 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   cache_events.on_message = events.on_message;
   cache_events.on_progress = events.on_data_progress;
   cache_events.should_stop = [stop] { return stop && stop->load(); };
-  KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset, load_training_data(resolved, tokenizer, cache_events));
+  KIPP_ASSIGN_OR_RETURN(data::PackedDataset dataset,
+                        load_data_rank0_first(collective, resolved, tokenizer, cache_events));
+  KIPP_RETURN_IF_ERROR(check_same_run(collective, run, resolved, dataset));
 
   // LoRA: the frozen base from --init (a resumed run: where its adapters say it is).
   const LoraOptions& lora = resolved.train.lora;
@@ -530,6 +677,14 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
     tell(events, lora_summary(*base, trained.base, *adapters));
   }
   tell_data(events, dataset, resolved.train.seq_len, trained, threads);
+  if (collective.size() > 1) {
+    const TrainSection& t = resolved.train;
+    tell(events,
+         "data parallel: " + collective.describe() + "; each step " + std::to_string(collective.size()) + " ranks x " +
+             std::to_string(t.grad_accum) + " micro-batches x " + std::to_string(t.micro_batch) +
+             " windows; gradient sums " +
+             (t.allreduce_overlap ? "start layer by layer during the backward pass" : "after the backward pass"));
+  }
   const double baseline = report_unigram_baseline(events, dataset, tokenizer.vocab_size);
 
   TrainingModelOptions model_options;
@@ -545,35 +700,43 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
                          kernels::cpu_kernels().name + " kernels"
                    : std::string("precision: fp32 products (OpenBLAS sgemm)"));
 
-  std::error_code error;
-  fs::create_directories(config.run_dir, error);
-  if (error) return make_error("cannot create run.dir " + config.run_dir + ": " + error.message());
-  // Two runs in one folder would prune and overwrite each other's checkpoints.
-  KIPP_ASSIGN_OR_RETURN(const ExclusiveLock lock, ExclusiveLock::acquire(config.run_dir + "/.kipp-train.lock",
-                                                                         "kipp train is using " + config.run_dir));
   TrainRun effective = run;
   effective.config = resolved;
-  KIPP_RETURN_IF_ERROR(prepare_run_dir(run));
-  std::optional<uint64_t> resume_step;
   const std::string resume_dir = run.resume ? fs::canonical(latest).string() : std::string();
-  if (run.resume) {
-    KIPP_ASSIGN_OR_RETURN(TrainerState saved, load_trainer_state(resume_dir));
-    resume_step = saved.step;
+  // Rank 0 alone writes into run.dir; the others only read a resumed run's checkpoint.
+  std::optional<ExclusiveLock> lock;
+  std::optional<RunLog> log;
+  if (writes) {
+    std::error_code error;
+    fs::create_directories(config.run_dir, error);
+    if (error) return make_error("cannot create run.dir " + config.run_dir + ": " + error.message());
+    // Two runs in one folder would prune and overwrite each other's checkpoints.
+    KIPP_ASSIGN_OR_RETURN(ExclusiveLock acquired, ExclusiveLock::acquire(config.run_dir + "/.kipp-train.lock",
+                                                                         "kipp train is using " + config.run_dir));
+    lock.emplace(std::move(acquired));
+    KIPP_RETURN_IF_ERROR(prepare_run_dir(run));
+    std::optional<uint64_t> resume_step;
+    if (run.resume) {
+      KIPP_ASSIGN_OR_RETURN(TrainerState saved, load_trainer_state(resume_dir));
+      resume_step = saved.step;
+    }
+    RunLogOptions log_options;
+    log_options.resume_step = resume_step;
+    KIPP_ASSIGN_OR_RETURN(log, RunLog::open(config.run_dir, log_options));
+    // The line the validation loss must get below, beside it in TensorBoard and the plot's data.
+    if (!run.resume && std::isfinite(baseline)) {
+      KIPP_RETURN_IF_ERROR(log->record_scalar(0, "val/unigram_baseline", baseline));
+    }
   }
-  RunLogOptions log_options;
-  log_options.resume_step = resume_step;
-  KIPP_ASSIGN_OR_RETURN(RunLog log, RunLog::open(config.run_dir, log_options));
-  // The line the validation loss must get below, beside it in TensorBoard and the plot's data.
-  if (!run.resume && std::isfinite(baseline)) {
-    KIPP_RETURN_IF_ERROR(log.record_scalar(0, "val/unigram_baseline", baseline));
-  }
-  Loop loop(effective, events, trained, std::move(dataset), std::move(model), std::move(tokenizer), baseline, log);
+  Loop loop(effective, events, trained, std::move(dataset), std::move(model), std::move(tokenizer), baseline,
+            collective, log ? &*log : nullptr);
   if (run.resume) {
     KIPP_RETURN_IF_ERROR(loop.resume_from(resume_dir));
   } else {
     KIPP_RETURN_IF_ERROR(loop.start_fresh());
   }
   auto summary = loop.run(stop);
+  if (!writes) return summary;
   // The loss curve of the run so far, whatever ended it.
   if (auto plot = plot_run(config.run_dir, ""); plot) {
     tell(events, "loss curve written to " + *plot);

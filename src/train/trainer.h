@@ -16,6 +16,8 @@
 
 namespace kipp::train {
 
+class Collective;
+
 struct TrainRun {
   TrainConfig config;
   // Continue config.run_dir from its `latest` checkpoint: the following steps are bitwise
@@ -26,6 +28,9 @@ struct TrainRun {
   // Stop after this step with a checkpoint, as if interrupted; the schedule still runs to
   // train.max_steps, so a later --resume continues the same run.
   std::optional<uint64_t> until_step;
+  // The processes this run is one rank of (`mpirun -np N`): each step's windows are split
+  // between them and their gradients summed; rank 0 alone writes. Null: one process.
+  Collective* collective = nullptr;
 };
 
 struct StepReport {
@@ -41,6 +46,13 @@ struct StepReport {
   double elapsed_seconds = 0;
   double eta_seconds = 0;
   uint64_t skipped_steps = 0;
+  // Data-parallel runs: the ranks, and per step (the mean since the last report) the seconds
+  // spent in sums across them, the part of it the step waited for after the backward pass, and
+  // the sums' share of the step's time.
+  uint32_t ranks = 1;
+  double allreduce_seconds = 0;
+  double allreduce_wait_seconds = 0;
+  double allreduce_share = 0;
 };
 
 struct EvalReport {

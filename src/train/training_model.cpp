@@ -54,6 +54,7 @@ class CpuTrainingModel final : public TrainingModel {
   Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) override;
   Status logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch, uint32_t seq_len,
                 std::span<float> out) override;
+  void set_gradients_ready(GradientsReady ready) override { gradients_ready_ = std::move(ready); }
   uint64_t workspace_bytes() const override { return workspace_bytes_; }
 
  private:
@@ -75,6 +76,7 @@ class CpuTrainingModel final : public TrainingModel {
   ModelConfig config_;
   TrainingModelOptions options_;
   std::unique_ptr<ModelWeights> weights_;
+  GradientsReady gradients_ready_;
   size_t hidden_ = 0, ffn_ = 0, vocab_ = 0, q_width_ = 0, kv_width_ = 0, qkv_width_ = 0, qk_width_ = 0;
   float eps_ = 0;
   int scratch_threads_ = 1;
@@ -363,7 +365,11 @@ Expected<LossSums> CpuTrainingModel::forward_backward(std::span<const float> par
   std::memset(d_stream_, 0, step.rows * hidden_ * sizeof(float));
   ops::rmsnorm_backward(d_normed_, final_input_, final_rstd_, weights_->final_gain(), step.rows, hidden_, partials_,
                         d_stream_, weights_->final_gain_grad());
-  for (size_t l = layers_.size(); l-- > 0;) layer_backward(l, step);
+  for (size_t l = layers_.size(); l-- > 0;) {
+    layer_backward(l, step);
+    const BufferSlice done = weights_->layer_gradients(l);
+    if (gradients_ready_ && done.count) gradients_ready_(done.offset, done.count);
+  }
   weights_->embed_backward(d_stream_, batch.inputs.data(), step.rows);
   return sums;
 }

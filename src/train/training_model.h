@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
@@ -37,6 +38,11 @@ struct LossSums {
   uint64_t counted = 0;  // targets != kIgnoreTarget
 };
 
+// Told during forward_backward, as soon as a layer's backward is done, which slice
+// [offset, offset + count) of the gradient buffer no later part of the pass writes (so its sum
+// across processes can start while the backward pass goes on).
+using GradientsReady = std::function<void(uint64_t offset, uint64_t count)>;
+
 struct TrainingModelOptions {
   uint32_t max_batch = 1;
   uint32_t seq_len = 1;
@@ -61,6 +67,9 @@ class TrainingModel {
   // the trainer passes 1 / counted targets of the whole step). Validates ids and shapes first.
   virtual Expected<LossSums> forward_backward(std::span<const float> params, const TokenBatch& batch, float grad_scale,
                                               std::span<float> grads) = 0;
+
+  // The hook every following forward_backward calls (empty: none).
+  virtual void set_gradients_ready(GradientsReady ready) = 0;
 
   // Forward only (validation): loss sums, no gradients.
   virtual Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) = 0;

@@ -262,6 +262,22 @@ TEST(TrainDashboardPlain, AcceleratorOnlyWhenSet) {
   EXPECT_NE(h.out.str().find("| rss 412 MiB | gpu 80% vram 10.00 GiB / 80.00 GiB |"), std::string::npos) << h.out.str();
 }
 
+TEST(TrainDashboardPlain, RanksAndAllreduceShareOnlyWithSeveralRanks) {
+  Harness h(false);
+  TrainDashboard& d = h.dashboard();
+  d.on_step(step_report(1));
+  EXPECT_EQ(h.out.str().find("ranks"), std::string::npos);
+  train::StepReport r = step_report(2);
+  r.ranks = 2;
+  r.allreduce_seconds = 0.0125;
+  r.allreduce_wait_seconds = 0.004;
+  r.allreduce_share = 0.25;
+  d.on_step(r);
+  EXPECT_NE(h.out.str().find("| 2 ranks, allreduce 25% of the step (12.5 ms, 4.0 ms after backward) |"),
+            std::string::npos)
+      << h.out.str();
+}
+
 TEST(TrainDashboardPlain, DataProgressByTenths) {
   Harness h(false);
   TrainDashboard& d = h.dashboard();

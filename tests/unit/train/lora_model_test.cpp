@@ -157,6 +157,35 @@ TEST_F(LoraModelTest, AdaptersFitOneBatch) {
   EXPECT_LT(last->loss_sum, 0.5 * first->loss_sum);
 }
 
+// Data-parallel training sums each layer's adapter gradients as soon as they are reported: the
+// slices, last layer first, tile the whole adapter buffer and hold their final values when told.
+TEST_F(LoraModelTest, ReportsEachLayersFinalAdapterGradients) {
+  const AdapterLayout layout(config_, {4, 8.0, 0.0, {LoraTarget::Q, LoraTarget::V, LoraTarget::Down}});
+  std::vector<float> adapters(layout.total()), grads(layout.total(), 0.0f);
+  init_adapters(layout, 3, adapters);
+  for (float& v : adapters) v += 0.01f;  // B non-zero too, so A has gradients
+  auto m = model(layout);
+  ASSERT_TRUE(m);
+  std::vector<BufferSlice> slices;
+  std::vector<std::vector<float>> seen;
+  m->set_gradients_ready([&](uint64_t offset, uint64_t count) {
+    slices.push_back({offset, count});
+    seen.emplace_back(grads.begin() + long(offset), grads.begin() + long(offset + count));
+  });
+  ASSERT_TRUE(m->forward_backward(adapters, {inputs_, targets_, kBatch, kSeqLen, 0}, 0.1f, grads).ok());
+  ASSERT_EQ(slices.size(), size_t{config_.num_layers});
+  uint64_t end = layout.total();
+  for (size_t i = 0; i < slices.size(); ++i) {
+    EXPECT_EQ(slices[i].offset + slices[i].count, end) << "slice " << i;
+    end = slices[i].offset;
+    const std::vector<float> final_grads(grads.begin() + long(slices[i].offset),
+                                         grads.begin() + long(slices[i].offset + slices[i].count));
+    EXPECT_EQ(seen[i], final_grads) << "slice " << i << " changed after it was reported";
+    EXPECT_TRUE(std::any_of(final_grads.begin(), final_grads.end(), [](float g) { return g != 0.0f; }));
+  }
+  EXPECT_EQ(end, 0u);
+}
+
 TEST_F(LoraModelTest, BadInputIsAnError) {
   const AdapterLayout layout(config_, {4, 8.0, 0.0, {LoraTarget::Q}});
   auto m = model(layout);

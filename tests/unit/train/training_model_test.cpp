@@ -207,6 +207,40 @@ TEST(TrainingModel, MicroBatchesAddUpToTheFullBatch) {
   }
 }
 
+// The hook data-parallel training starts its gradient sums from: one slice per layer, last layer
+// first, each exactly that layer's tensors, already holding its final gradients when reported
+// (checked on a second micro-batch, which adds into the first's gradients).
+TEST(TrainingModel, ReportsEachLayersFinalGradients) {
+  for (bool tied : {true, false}) {
+    const ParameterLayout layout(tiny_config(tied));
+    const std::vector<float> params = initial_parameters(layout);
+    const Batch batch = random_batch(2, 16, layout.config().vocab_size, true);
+    auto model = make_model(layout, 1, 16);
+    ASSERT_TRUE(model);
+    std::vector<float> grads(layout.total(), 0.0f);
+    ASSERT_TRUE(model->forward_backward(params, batch.rows(0, 1).view(), 0.5f, grads).ok());
+    std::vector<BufferSlice> slices;
+    std::vector<std::vector<float>> seen;
+    model->set_gradients_ready([&](uint64_t offset, uint64_t count) {
+      slices.push_back({offset, count});
+      seen.emplace_back(grads.begin() + long(offset), grads.begin() + long(offset + count));
+    });
+    ASSERT_TRUE(model->forward_backward(params, batch.rows(1, 1).view(), 0.5f, grads).ok());
+    const auto& layers = layout.layers();
+    ASSERT_EQ(slices.size(), layers.size());
+    for (size_t i = 0; i < slices.size(); ++i) {
+      const size_t layer = layers.size() - 1 - i;
+      const uint64_t end = layer + 1 < layers.size() ? layers[layer + 1].attn_norm : layout.final_norm();
+      EXPECT_EQ(slices[i].offset, layers[layer].attn_norm) << "layer " << layer;
+      EXPECT_EQ(slices[i].offset + slices[i].count, end) << "layer " << layer;
+      const std::vector<float> final_grads(grads.begin() + long(slices[i].offset),
+                                           grads.begin() + long(slices[i].offset + slices[i].count));
+      EXPECT_TRUE(bitwise_equal(seen[i], final_grads)) << "layer " << layer << " changed after it was reported";
+    }
+    model->set_gradients_ready({});
+  }
+}
+
 TEST(TrainingModel, LogitsAreWhatTheLossSees) {
   const ParameterLayout layout(tiny_config(false));
   const std::vector<float> params = initial_parameters(layout);
