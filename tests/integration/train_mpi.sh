@@ -11,7 +11,8 @@
 #                a 1-process checkpoint resumed on 2 ranks, continue at the same data position
 #                with the same losses within the tolerance.
 #   failure:     a rank whose flags differ from rank 0's stops every rank with its error, naming
-#                the rank.
+#                the rank; rank 1 killed in the middle of a run stops rank 0 too, mpirun names
+#                the rank, and the last checkpoint resumes to the end of the run.
 # Usage: train_mpi.sh GATE KIPP CONFIG TOKENIZER_JSON CORPUS WORK_DIR
 set -euo pipefail
 gate=$1 kipp=$2 config=$3 tokenizer=$4 corpus=$5 work=$6
@@ -130,6 +131,35 @@ failure)
     { cat "$work/failure.log"; fail "rank 1's error is not named"; }
   [[ ! -e "$work/run/latest" ]] || fail "a checkpoint was written"
   echo "rank 1's mismatch stopped both ranks (exit status $status)"
+
+  # Rank 1 dies mid-run (SIGKILL: no chance to say anything): rank 0 must not wait forever in a
+  # sum, and the checkpoint written before the death must be whole.
+  killed=(--config "$config" "${common[@]}" --set train.max_steps=400 --set checkpoint.every=2
+          --set eval.every=0 --set "run.dir=$work/killed")
+  timeout 300 "${two[@]}" "$kipp" train "${killed[@]}" >"$work/killed.log" 2>&1 &
+  launcher=$!
+  rank1=""
+  for _ in $(seq 600); do
+    if [[ -z "$rank1" ]]; then
+      for pid in $(pgrep -f -- "run.dir=$work/killed" || true); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && rank1=$pid
+      done
+    fi
+    [[ -n "$rank1" && -e "$work/killed/latest" ]] && break
+    sleep 0.1
+  done
+  [[ -n "$rank1" && -e "$work/killed/latest" ]] || { cat "$work/killed.log"; fail "no rank 1 or no checkpoint to kill at"; }
+  kill -KILL "$rank1"
+  status=0
+  wait "$launcher" || status=$?
+  [[ $status -ne 0 && $status -ne 124 ]] || { cat "$work/killed.log"; fail "exit status $status after rank 1 was killed"; }
+  grep -qi "rank 1 .*signal 9\|rank 1 .*killed" "$work/killed.log" || { cat "$work/killed.log"; fail "the killed rank is not named"; }
+  ! pgrep -f -- "run.dir=$work/killed" >/dev/null || fail "a rank outlived the failure"
+  at=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["step"])' "$work/killed/latest/trainer_state.json")
+  timeout 300 "${two[@]}" "$kipp" train --resume "$work/killed" --set train.max_steps=$((at + 4)) --plain \
+    >"$work/killed-resumed.log" 2>&1 || { cat "$work/killed-resumed.log"; fail "resuming after the killed rank"; }
+  grep -q "resumed from .* at step $at" "$work/killed-resumed.log" || fail "the resume did not start at step $at"
+  echo "rank 1 killed after the checkpoint of step $at: both ranks stopped (exit status $status), the checkpoint resumed"
   ;;
 *) fail "unknown gate $gate" ;;
 esac
