@@ -1,5 +1,6 @@
 // Two `kipp serve` replicas behind HAProxy with the configuration deploy/haproxy_cfg.sh writes,
-// all on loopback:
+// all on loopback. The replicas are set up as on separate hosts (deploy/README.md): bound to the
+// wildcard address with an API key, which the balancer passes through with the client's Host.
 // (a) conversation affinity: the second turn of a conversation with a prompt_cache_key (or an
 //     X-Session-Id header) lands on the replica of the first (X-Kipp-Replica names it) and reports
 //     cached_tokens > 0, while the same turn sent straight to the other replica reports 0;
@@ -25,7 +26,7 @@ import {
 const HAPROXY = process.env.HAPROXY || (() => {
   try { return execFileSync('sh', ['-c', 'command -v haproxy'], { encoding: 'utf8' }).trim(); } catch { return '/usr/sbin/haproxy'; }
 })();
-const REPLICA_ARGS = ['--threads', '1', '--max-batch', '8'];
+const REPLICA = { host: '0.0.0.0', apiKey: `key-${process.pid}`, args: ['--threads', '1', '--max-batch', '8'] };
 const NO_EOS = Object.fromEntries(TOK_EOS.map((id) => [id, -100]));
 const DOWN_MS = 3000; // health checks: 1 s, then 250 ms once failing; 2 failures mark a replica down
 const LOAD_CLIENTS = 6;
@@ -55,7 +56,7 @@ async function startBalancer(replicas) {
   proc.stderr.on('data', (d) => (log += d));
   const exited = new Promise((r) => proc.on('exit', r));
   process.on('exit', () => { try { proc.kill('SIGKILL'); } catch { /* gone */ } });
-  return { proc, exited, host: '127.0.0.1', port, socket, log: () => log };
+  return { proc, exited, host: '127.0.0.1', port, socket, apiKey: REPLICA.apiKey, log: () => log };
 }
 
 // `show stat` of the admin socket: {"backend/server": {status, stot}}.
@@ -151,11 +152,19 @@ const countBy = (records, f) => records.reduce((m, r) => { const k = f(r); m[k] 
 
 await main('server_replicas', async (t) => {
   if (!t.ok(fs.existsSync(HAPROXY), `no HAProxy at ${HAPROXY} (set HAPROXY; scripts/setup.sh installs it)`)) return;
-  const replicas = await Promise.all([startServer({ args: REPLICA_ARGS }), startServer({ args: REPLICA_ARGS })]);
+  const replicas = await Promise.all([startServer(REPLICA), startServer(REPLICA)]);
   const name = (r) => `127.0.0.1:${r.port}`;
   const balancer = await startBalancer(replicas);
   try {
     for (const r of replicas) t.ok((await waitStatus(balancer, r, 'UP', 10000)) !== null, `replica ${name(r)} not UP in the balancer within 10 s: ${balancer.log()}`);
+
+    await t.section('the API key and a Host header naming the balancer pass through', async () => {
+      const body = { model: TINY_NAME, prompt: 'Hi', max_tokens: 1 };
+      const named = await post(balancer, '/v1/completions', body, { headers: { Host: 'kipp.example:8000' } });
+      t.eq(named.status, 200, `a completion with Host kipp.example:8000 through the balancer (${trunc(named.text)})`);
+      const keyless = await post(balancer, '/v1/completions', body, { noAuth: true });
+      t.eq(keyless.status, 401, 'a completion without the API key through the balancer');
+    });
 
     await t.section('(a) a conversation stays on the replica that holds its prefix', async () => {
       const seen = new Set();
@@ -206,7 +215,7 @@ await main('server_replicas', async (t) => {
     });
 
     await t.section('(c) SIGTERM of a replica under load: draining loses nothing', async () => {
-      const restarted = await startServer({ args: REPLICA_ARGS, port: replicas[0].port });
+      const restarted = await startServer({ ...REPLICA, port: replicas[0].port });
       t.eq(restarted.port, replicas[0].port, 'port of the restarted replica');
       t.ok((await waitStatus(balancer, restarted, 'UP', 10000)) !== null, 'the restarted replica is not UP in the balancer within 10 s');
       const load = startLoad(balancer);
