@@ -44,7 +44,10 @@ stop() {
   echo "run_local.sh: draining the replicas" >&2
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-  [[ -n ${balancer:-} ]] && kill -TERM "$balancer" 2>/dev/null && wait "$balancer" 2>/dev/null
+  if [[ -n ${balancer:-} ]]; then
+    kill -TERM "$balancer" 2>/dev/null || true
+    wait "$balancer" 2>/dev/null || true
+  fi
   exit 0
 }
 trap stop INT TERM
@@ -72,4 +75,5 @@ done
 "$haproxy" -db -f "$dir/haproxy.cfg" &
 balancer=$!
 echo "run_local.sh: $replicas replicas x $threads threads behind http://127.0.0.1:$port (logs and configuration in $dir)" >&2
-wait "$balancer"
+wait "$balancer" || echo "run_local.sh: the balancer stopped" >&2
+stop
