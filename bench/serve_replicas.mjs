@@ -80,6 +80,7 @@ function parseArgs(argv) {
 }
 
 const o = parseArgs(process.argv.slice(2));
+process.setMaxListeners(0); // every replica and balancer started registers its kill-on-exit listener
 const modelName = path.basename(o.model).replace(/\.gguf$/, '');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kipp-serve-replicas-'));
 process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
@@ -141,6 +142,7 @@ async function startLayout(replicas, threads) {
 }
 
 async function runLoad(target, tag) {
+  const loadBefore = os.loadavg()[0];
   const t0 = process.hrtime.bigint();
   const perRequest = [];
   const byReplica = {};
@@ -154,7 +156,7 @@ async function runLoad(target, tag) {
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const tokens = perRequest.reduce((s, r) => s + r.tokens, 0);
   return { wall_s: r3(wall), generated_tokens: tokens, tokens_per_s: r3(tokens / wall), request_s_p50: r3(median(perRequest.map((r) => r.seconds))),
-    requests_by_replica: Object.values(byReplica).sort((a, b) => b - a) };
+    requests_by_replica: Object.values(byReplica).sort((a, b) => b - a), loadavg_1min_before_after: [loadBefore, os.loadavg()[0]].map((x) => Math.round(x * 100) / 100) };
 }
 
 const layouts = [
@@ -172,7 +174,7 @@ for (let rep = 1; rep <= o.reps; rep++) {
     try {
       const result = await runLoad(target, `${layout.name} ${rep}`);
       runs.push({ layout: layout.name, replicas: layout.replicas, threads_per_replica: layout.threads, rep, ...result });
-      console.log(`  rep ${rep} ${layout.name.padEnd(5)} ${String(result.tokens_per_s).padStart(9)} tokens/s  (${result.wall_s} s, by replica ${result.requests_by_replica.join('/')})`);
+      console.log(`  rep ${rep} ${layout.name.padEnd(5)} ${String(result.tokens_per_s).padStart(9)} tokens/s  (${result.wall_s} s, by replica ${result.requests_by_replica.join('/')}, load ${result.loadavg_1min_before_after.join(' -> ')})`);
     } finally {
       await stop();
     }
