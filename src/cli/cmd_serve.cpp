@@ -1,6 +1,8 @@
 // `kipp serve`: the OpenAI-compatible HTTP server (src/server/). This file parses the options,
 // refuses an exposed address without a key, prints the one "listening" line on stdout and turns
-// SIGINT/SIGTERM into an orderly stop; the server and the scheduler live in the library.
+// SIGTERM into a drain and SIGINT into a prompt stop; the server and the scheduler live in the
+// library.
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +12,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +39,10 @@ files checks it). The
 Host header must name the bound address (no DNS rebinding); browsers may call it only from
 localhost pages or a --cors-origin.
 
+Stopping: SIGTERM drains: /health answers 503 {"status":"draining"} (a balancer takes the server
+out), new requests get 503 and in-flight ones finish, for up to --drain-timeout seconds; then
+the rest are cancelled. SIGINT, or a second signal while draining, stops at once.
+
 Memory: --kv-pool-mib is the K/V memory all requests share, in blocks of 32 positions; a
 request is admitted when its worst case (n x (prompt + max_tokens)) fits next to the others.
 
@@ -57,9 +64,47 @@ struct ServeArgs {
   server::ServerOptions options;
   std::vector<std::string> aliases;
   uint32_t port = 8080;
+  uint32_t drain_timeout_s = 30;
   bool no_verify = false;
   bool no_webui = false;
 };
+
+// The next byte from the signal pipe (a signal number, or 0 when the server ended on its own);
+// nullopt when none came within `timeout_ms` (-1: wait as long as it takes).
+std::optional<char> next_signal(int timeout_ms) {
+  pollfd ready{g_stop_pipe[0], POLLIN, 0};
+  for (;;) {
+    const int polled = poll(&ready, 1, timeout_ms);
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled <= 0) return std::nullopt;
+    char signal = 0;
+    if (read(g_stop_pipe[0], &signal, 1) == 1) return signal;
+    if (errno != EINTR && errno != EAGAIN) return char{0};
+  }
+}
+
+// After SIGTERM: refuses new work and waits for the requests in flight, until they are done,
+// the timeout passes or another signal comes. Says on stderr what happens.
+void drain(server::HttpServer& http, uint32_t timeout_s) {
+  http.drain();
+  std::fprintf(stderr,
+               "kipp serve: terminated, draining: %zu requests in flight, new ones refused (up to %u s; a second "
+               "signal stops at once)\n",
+               http.in_flight(), timeout_s);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (http.in_flight() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "kipp serve: drain timeout: cancelling %zu requests in flight\n", http.in_flight());
+      return;
+    }
+    if (const std::optional<char> signal = next_signal(100)) {
+      if (*signal != 0)
+        std::fprintf(stderr, "kipp serve: second signal: cancelling %zu requests in flight\n", http.in_flight());
+      return;
+    }
+  }
+  std::fprintf(stderr, "kipp serve: drained, stopping\n");
+}
 
 std::string url_host(const std::string& host) {
   return host.find(':') != std::string::npos && host.front() != '[' ? "[" + host + "]" : host;
@@ -82,8 +127,8 @@ int run_serve(ServeArgs args) {
   options.served_names.push_back(std::filesystem::path(options.model_path).stem().string());
 
   // SIGINT/SIGTERM may land on any thread (libraries start their own): the handler only writes
-  // to a pipe, and a thread of ours reads it and stops the server. A broken client connection
-  // must not kill the process (SIGPIPE).
+  // to a pipe, and a thread of ours reads it, drains and stops the server. A broken client
+  // connection must not kill the process (SIGPIPE).
   if (pipe(g_stop_pipe) != 0) return fail("cannot create the signal pipe");
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
@@ -116,11 +161,13 @@ int run_serve(ServeArgs args) {
                options.scheduler.max_queue);
 
   std::thread stopper([&] {
-    char signal = 0;
-    while (read(g_stop_pipe[0], &signal, 1) < 0 && errno == EINTR) {
-    }
+    const char signal = next_signal(-1).value_or(0);
     if (signal == 0) return;  // the server ended on its own
-    std::fprintf(stderr, "kipp serve: %s, stopping\n", signal == SIGINT ? "interrupted" : "terminated");
+    if (signal == SIGTERM && args.drain_timeout_s > 0) {
+      drain(http, args.drain_timeout_s);
+    } else {
+      std::fprintf(stderr, "kipp serve: %s, stopping\n", signal == SIGINT ? "interrupted" : "terminated");
+    }
     (*scheduler)->stop();  // ends every request, so no handler keeps the server waiting
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // lets streams send their error and [DONE]
     http.stop();
@@ -159,6 +206,10 @@ void register_serve(CLI::App& app, Action& action) {
                    "Tokens per choice when a chat request sets no max_tokens (0: up to the context)")
       ->capture_default_str();
   command->add_option("--timeout-s", s.timeout_s, "Per-request generation deadline in seconds")->capture_default_str();
+  command
+      ->add_option("--drain-timeout", args->drain_timeout_s,
+                   "Seconds SIGTERM waits for in-flight requests before cancelling them; 0: stop at once")
+      ->capture_default_str();
   command
       ->add_option("--reasoning-field", o.reasoning_field,
                    "Chat field for the model's thinking: reasoning_content, reasoning or both")

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -185,6 +186,35 @@ ApiError rejection_error(const Rejection& rejection, Endpoint endpoint) {
   return api_error(400, rejection.message, "invalid_request_error", "", param);
 }
 
+// Routes a draining server still answers: a balancer reads /health to take it out, and
+// monitoring keeps reading /metrics.
+bool served_while_draining(const std::string& path) { return path == "/health" || path == "/metrics"; }
+
+ApiError draining_error() {
+  return api_error(503, "the server is draining before it stops; send the request to another replica", "server_error",
+                   "shutting_down");
+}
+
+// Refuses a request of a draining server; the connection closes after the answer, so a client
+// or balancer sends its next request elsewhere (httplib adds the header itself when the client
+// asked for close).
+void refuse_draining(const httplib::Request& req, httplib::Response& res) {
+  send_error(res, draining_error());
+  if (req.get_header_value("Connection") != "close") res.set_header("Connection", "close");
+}
+
+// Counts a request as in flight while it lives: draining waits for the count to reach zero.
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<size_t>& count) : count_(count) { count_.fetch_add(1); }
+  ~InFlight() { count_.fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  std::atomic<size_t>& count_;
+};
+
 ApiError event_error(const Event& event) {
   if (event.error_kind == ErrorKind::Timeout) return api_error(504, event.error, "timeout", "generation_timeout");
   return api_error(500, event.error, "server_error");
@@ -211,6 +241,7 @@ struct Stream {
   ConnectionProbe probe;
   Metrics* metrics = nullptr;
   Clock::time_point start;
+  std::shared_ptr<InFlight> in_flight;  // until the last byte is written
   Clock::time_point last_write = Clock::now();
   Clock::time_point probed = Clock::now();
   bool over = false;
@@ -335,6 +366,8 @@ struct HttpServer::Impl {
   PromptContext prompt_context;
   RequestLimits limits;
   int64_t started = 0;
+  std::atomic<bool> draining{false};
+  std::atomic<size_t> in_flight{0};
 
   Impl(const ServerOptions& o, Scheduler& s, Metrics& m) : options(o), scheduler(s), metrics(m) {
     prompt_context.tokenizer = &scheduler.tokenizer();
@@ -422,6 +455,10 @@ struct HttpServer::Impl {
       res.set_header("Access-Control-Max-Age", "600");
       return httplib::Server::HandlerResponse::Handled;
     }
+    if (draining && !served_while_draining(req.path)) {
+      refuse_draining(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.path != "/health" && !key_valid(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
       return refuse(api_error(401, "invalid or missing API key (Authorization: Bearer KEY)", "authentication_error",
@@ -439,10 +476,16 @@ struct HttpServer::Impl {
   uint64_t drain_limit_bytes() const { return 4 * max_body_bytes(); }
 
   // A route's handler, behind the body limit: bodies up to drain_limit_bytes() are read in full.
+  // It counts as in flight while it runs; one that arrives after drain() began (its headers
+  // passed the screen before) is refused. Counting before looking at `draining` (both
+  // sequentially consistent) means drain() either sees the count or the handler sees the flag.
   template <typename Handler>
   auto limited(Handler handler) {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       if (req.body.size() > max_body_bytes()) return send_error(res, body_too_large());
+      if (served_while_draining(req.path)) return handler(req, res);
+      const InFlight counted(in_flight);
+      if (draining) return refuse_draining(req, res);
       handler(req, res);
     };
   }
@@ -495,7 +538,8 @@ struct HttpServer::Impl {
         ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port).shutdown();
     });
 
-    server.Get("/health", limited([](const httplib::Request&, httplib::Response& res) {
+    server.Get("/health", limited([this](const httplib::Request&, httplib::Response& res) {
+                 if (draining) return send_json(res, 503, {{"status", "draining"}});
                  send_json(res, 200, {{"status", "ok"}});
                }));
     server.Get("/metrics", limited([this](const httplib::Request&, httplib::Response& res) {
@@ -732,8 +776,8 @@ struct HttpServer::Impl {
     }
     ConnectionProbe probe = ConnectionProbe::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     if (stream_format.event) {
-      auto stream =
-          std::make_shared<Stream>(Stream{submission.channel, std::move(stream_format), probe, &metrics, start});
+      auto stream = std::make_shared<Stream>(Stream{submission.channel, std::move(stream_format), probe, &metrics,
+                                                    start, std::make_shared<InFlight>(in_flight)});
       res.set_header("Cache-Control", "no-cache");
       res.set_header("X-Accel-Buffering", "no");
       res.set_chunked_content_provider(
@@ -801,5 +845,9 @@ Expected<int> HttpServer::bind() {
 bool HttpServer::listen() { return impl_->server.listen_after_bind(); }
 
 void HttpServer::stop() { impl_->server.stop(); }
+
+void HttpServer::drain() { impl_->draining = true; }
+
+size_t HttpServer::in_flight() const { return impl_->in_flight; }
 
 }  // namespace kipp::server

@@ -4,6 +4,7 @@
 // the scheduler and answers come back through each request's channel.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,12 @@ class HttpServer {
   bool listen();
   // Stops accepting; in-flight handlers finish (the scheduler's stop ends their requests).
   void stop();
+  // Stops admitting work, for a stop without losing requests: /health answers 503
+  // {"status":"draining"} so a balancer takes the server out, every other route but /metrics
+  // 503 (code shutting_down) with Connection: close; admitted requests go on. Not undone.
+  void drain();
+  // Requests admitted and not yet answered in full (a stream until its last byte).
+  size_t in_flight() const;
 
  private:
   struct Impl;

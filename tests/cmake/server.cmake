@@ -26,6 +26,8 @@ function(kipp_server_test name timeout)
 endfunction()
 
 kipp_server_test(server_lifecycle 180)                       # process: listening line, signals, bad invocations
+kipp_server_test(server_drain 180)                           # SIGTERM drains: 503 to new work, in-flight finish
+kipp_server_test(server_replicas 180)                        # 2 replicas behind HAProxy (deploy/): affinity, kill, drain
 kipp_server_test(server_schema 300 FIXTURES gguf_chat_base)  # (a) every endpoint and error status
 kipp_server_test(server_security 180)                        # Host check, CORS, API key, non-loopback refusal
 kipp_server_test(server_batching 240)                        # (b) batched == one at a time; prefix cache

@@ -186,9 +186,9 @@ export class Server {
   }
 }
 
-// Starts `kipp serve -m MODEL --port 0 ARGS...` and waits for its listening line.
-export async function startServer({ model = TINY, args = [], apiKey = null, readyTimeoutMs = 90000, host = '127.0.0.1' } = {}) {
-  const full = ['serve', '-m', model, '--host', host, '--port', '0', ...(apiKey ? ['--api-key', apiKey] : []), ...args];
+// Starts `kipp serve -m MODEL --port PORT ARGS...` (PORT 0: any free one) and waits for its listening line.
+export async function startServer({ model = TINY, args = [], apiKey = null, readyTimeoutMs = 90000, host = '127.0.0.1', port = 0 } = {}) {
+  const full = ['serve', '-m', model, '--host', host, '--port', String(port), ...(apiKey ? ['--api-key', apiKey] : []), ...args];
   const proc = spawn(KIPP, full, { stdio: ['ignore', 'pipe', 'pipe'] });
   const srv = new Server(proc, full);
   srv.apiKey = apiKey;

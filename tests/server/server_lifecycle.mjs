@@ -1,7 +1,7 @@
 // `kipp serve` as a process: --help documents every option, --port 0 picks a free port and prints
 // exactly one `kipp serve: listening on http://HOST:PORT` line, the default model name is the file
-// name without .gguf, SIGTERM / SIGINT end it with exit 0 quickly (idle and with a stream in
-// flight), and bad invocations (missing model, port in use, invalid limits) fail without listening.
+// name without .gguf, SIGTERM / SIGINT end it with exit 0 quickly (idle, and with a stream in
+// flight when SIGINT or --drain-timeout 0 skips draining; server_drain.mjs tests draining), and bad invocations (missing model, port in use, invalid limits) fail without listening.
 //
 // Usage: node tests/server/server_lifecycle.mjs   (env KIPP, KIPP_MODELS; see lib.mjs)
 import { execFileSync, spawn } from 'node:child_process';
@@ -21,7 +21,7 @@ await main('server_lifecycle', async (t) => {
       t.fail(`kipp serve --help failed: ${e.message}`);
       return;
     }
-    for (const opt of ['--model', '--host', '--port', '--api-key', '--alias', '--max-batch', '--ctx', '--kv-pool-mib', '--threads', '--max-queue', '--max-body-kib', '--timeout-s', '--cors-origin']) {
+    for (const opt of ['--model', '--host', '--port', '--api-key', '--alias', '--max-batch', '--ctx', '--kv-pool-mib', '--threads', '--max-queue', '--max-body-kib', '--timeout-s', '--drain-timeout', '--cors-origin']) {
       t.ok(out.includes(opt), `kipp serve --help does not mention ${opt}`);
     }
   });
@@ -55,8 +55,8 @@ await main('server_lifecycle', async (t) => {
     if (proc.exitCode === null) proc.kill('SIGKILL');
   });
 
-  await t.section('SIGTERM with a stream in flight', async () => {
-    const srv = await startServer();
+  await t.section('SIGTERM --drain-timeout 0 with a stream in flight', async () => {
+    const srv = await startServer({ args: ['--drain-timeout', '0'] });
     const noEos = Object.fromEntries(TOK_EOS.map((id) => [id, -100]));
     let first;
     const seen = new Promise((r) => { first = r; });
