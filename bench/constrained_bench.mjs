@@ -24,20 +24,12 @@
 //   --help              this text
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { REPO, machineFacts, median, r3, startServer } from './server_common.mjs';
-
-const EOS_IDS = [151645, 151643]; // <|im_end|>, <|endoftext|> of the Qwen3 tokenizer
+import { EOS_IDS, REPO, machineFacts, median, r3, startServer, usage } from './server_common.mjs';
 
 function die(msg) {
   console.error(`constrained_bench: error: ${msg}`);
   process.exit(2);
-}
-
-function usage() {
-  const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
-  return src.slice(src.findIndex((l) => l.startsWith('// Usage:'))).filter((l) => l.startsWith('//')).map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
 }
 
 function parseArgs(argv) {
@@ -47,7 +39,7 @@ function parseArgs(argv) {
     const val = () => (i + 1 < argv.length ? argv[++i] : die(`${argv[i]} needs a value`));
     const int = () => { const n = Number(val()); if (!Number.isInteger(n) || n < 1) die(`${argv[i - 1]} needs a positive integer`); return n; };
     switch (argv[i]) {
-      case '--help': case '-h': console.log(usage()); process.exit(0); break;
+      case '--help': case '-h': console.log(usage(import.meta.url)); process.exit(0); break;
       case '--model': o.model = path.resolve(val()); break;
       case '--kipp': o.kipp = path.resolve(val()); break;
       case '--rounds': o.rounds = int(); break;

@@ -28,20 +28,10 @@
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { REPO, machineFacts, median, r3, repoRelative, startServer } from './server_common.mjs';
-
-const EOS_IDS = [151645, 151643]; // <|im_end|>, <|endoftext|> of the Qwen3 tokenizer
-
-function usage() {
-  const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
-  const start = src.findIndex((l) => l.startsWith('// Usage:'));
-  return src.slice(start).filter((l) => l.startsWith('//')).map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
-}
+import { EOS_IDS, REPO, freePort, machineFacts, median, r3, repoRelative, startServer, usage } from './server_common.mjs';
 
 function die(msg) {
   console.error(`serve_replicas: error: ${msg}`);
@@ -61,7 +51,7 @@ function parseArgs(argv) {
     const val = () => { if (v === undefined) v = argv[++i]; if (v === undefined) die(`${a} needs a value`); return v; };
     const int = () => { const n = Number(val()); if (!Number.isInteger(n) || n < 1) die(`${a}: '${v}' is not a positive integer`); return n; };
     switch (a) {
-      case '--help': case '-h': console.log(usage()); process.exit(0); break;
+      case '--help': case '-h': console.log(usage(import.meta.url)); process.exit(0); break;
       case '--model': o.model = path.resolve(val()); break;
       case '--kipp': o.kipp = path.resolve(val()); break;
       case '--haproxy': o.haproxy = path.resolve(val()); break;
@@ -84,14 +74,6 @@ process.setMaxListeners(0); // every replica and balancer started registers its 
 const modelName = path.basename(o.model).replace(/\.gguf$/, '');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kipp-serve-replicas-'));
 process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
-
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address();
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 // One whole completion; resolves {tokens, seconds}.
 function complete(target, prompt) {

@@ -30,17 +30,8 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-import { REPO, machineFacts, r3, startServer } from './server_common.mjs';
-
-const EOS_IDS = [151645, 151643]; // <|im_end|>, <|endoftext|> of the Qwen3 tokenizer
-
-function usage() {
-  const src = fs.readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n');
-  const start = src.findIndex((l) => l.startsWith('// Usage:'));
-  return src.slice(start).filter((l) => l.startsWith('//')).map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
-}
+import { EOS_IDS, REPO, machineFacts, r3, startServer, usage } from './server_common.mjs';
 
 function parseArgs(argv) {
   const o = { model: path.join(REPO, 'build/release/models/qwen3-0.6b-bf16.gguf'), kipp: process.env.KIPP || path.join(REPO, 'build/release/kipp'),
@@ -53,7 +44,7 @@ function parseArgs(argv) {
     const val = () => { if (v === undefined) v = argv[++i]; if (v === undefined) die(`${a} needs a value`); return v; };
     const int = () => { const n = Number(val()); if (!Number.isInteger(n) || n < 1) die(`${a}: '${v}' is not a positive integer`); return n; };
     switch (a) {
-      case '--help': case '-h': console.log(usage()); process.exit(0); break;
+      case '--help': case '-h': console.log(usage(import.meta.url)); process.exit(0); break;
       case '--model': o.model = path.resolve(val()); break;
       case '--kipp': o.kipp = path.resolve(val()); break;
       case '--levels': o.levels = val().split(',').map((x) => { const n = Number(x); if (!Number.isInteger(n) || n < 1) die(`--levels: '${x}' is not a positive integer`); return n; }); break;

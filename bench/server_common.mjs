@@ -3,6 +3,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -56,3 +57,23 @@ export const median = (xs) => {
   return s.length ? (s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2) : null;
 };
 export const r3 = (x) => (x === null || x === undefined ? null : Math.round(x * 1000) / 1000);
+
+// The end-of-text ids of the Qwen3 tokenizer (<|im_end|>, <|endoftext|>): biased by -100 so a
+// request generates exactly max_tokens.
+export const EOS_IDS = [151645, 151643];
+
+// A script's --help text: its header comment from the "// Usage:" line on.
+export function usage(scriptUrl) {
+  const src = fs.readFileSync(fileURLToPath(scriptUrl), 'utf8').split('\n');
+  const start = src.findIndex((l) => l.startsWith('// Usage:'));
+  return src.slice(start).filter((l) => l.startsWith('//')).map((l) => l.replace(/^\/\/ ?/, '')).join('\n');
+}
+
+// A TCP port free on loopback right now.
+export async function freePort() {
+  const s = net.createServer();
+  await new Promise((r) => s.listen(0, '127.0.0.1', r));
+  const { port } = s.address();
+  await new Promise((r) => s.close(r));
+  return port;
+}
