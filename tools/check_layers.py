@@ -24,7 +24,7 @@ ARCHITECTURE = os.path.join("docs", "ARCHITECTURE.md")
 ROW = re.compile(r"^\|\s*`([a-z]+)/`\s*\|")
 ALLOWANCE = re.compile(r"`([a-z]+)/([A-Za-z0-9_./]*)`")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
-SOURCE_SUFFIXES = (".h", ".cpp")
+SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh")
 EVERY_LAYER_ABOVE = "every layer above"
 
 

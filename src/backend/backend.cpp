@@ -1,6 +1,9 @@
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef KIPP_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace kipp {
 
@@ -9,9 +12,15 @@ std::string_view backend_name(BackendKind kind) { return kind == BackendKind::Cp
 Expected<std::unique_ptr<Backend>> create_backend(BackendKind kind, const Model& model, const BackendOptions& options) {
   switch (kind) {
     case BackendKind::Cpu: return create_cpu_backend(model, options);
-    case BackendKind::Cuda: break;
+    case BackendKind::Cuda:
+#ifdef KIPP_HAVE_CUDA
+      return create_cuda_backend(model, options);
+#else
+      break;
+#endif
   }
-  return make_error("the cuda backend is not built into this Kipp (CPU only so far)");
+  return make_error(
+      "the cuda backend is not built into this Kipp: nvcc was not found when it was built (see docs/GPU.md)");
 }
 
 }  // namespace kipp

@@ -62,6 +62,18 @@ struct BackendOptions {
   std::string kernels = {};
 };
 
+// Bytes a backend holds, by purpose. On the CPU backend everything lives in host memory and the
+// device fields stay empty; on a GPU these are device (VRAM) bytes.
+struct BackendMemory {
+  std::string device;               // "cpu", or the GPU's name
+  uint64_t weight_bytes = 0;        // weights the backend keeps itself (device copies, packed panels)
+  uint64_t kv_bytes = 0;            // live K/V storage made by create_kv_storage
+  uint64_t scratch_bytes = 0;       // activation scratch, allocated at creation
+  uint64_t graph_bytes = 0;         // captured GPU graphs
+  uint64_t device_free_bytes = 0;   // the device's free memory now (0 on the CPU)
+  uint64_t device_total_bytes = 0;  // the device's capacity (0 on the CPU)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -72,8 +84,8 @@ class Backend {
   virtual Status eval(std::span<const EvalItem> items) = 0;
   // Null (the default) turns observation off.
   virtual void set_activation_observer(ActivationObserver* observer) = 0;
-  // Bytes of activation scratch allocated at creation.
-  virtual uint64_t scratch_bytes() const = 0;
+  // What the backend holds now, and where.
+  virtual BackendMemory memory() const = 0;
 };
 
 std::string_view backend_name(BackendKind kind);

@@ -198,7 +198,7 @@ nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& resul
                    {"kernels", kernels::cpu_kernels().name},
                    {"threads", result.threads},
                    {"max_step_tokens", result.max_step_tokens},
-                   {"scratch_bytes", engine.backend().scratch_bytes()}};
+                   {"scratch_bytes", engine.backend().memory().scratch_bytes}};
   out["probes"] = probes_json(result);
   out["prefill"] = prefill_json(model, result);
   out["decode"] = decode_json(model, result);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
@@ -95,10 +96,21 @@ class CpuBackend final : public Backend {
   const char* name() const override { return "cpu"; }
 
   Expected<std::unique_ptr<KvStorage>> create_kv_storage(uint32_t num_blocks) override {
-    return std::unique_ptr<KvStorage>(std::make_unique<CpuKvStorage>(num_blocks, kv_layout_.block_elements()));
+    return std::unique_ptr<KvStorage>(
+        std::make_unique<CpuKvStorage>(num_blocks, kv_layout_.block_elements(), live_kv_bytes_));
   }
 
-  uint64_t scratch_bytes() const override { return scratch_.size() * sizeof(float); }
+  BackendMemory memory() const override {
+    BackendMemory memory;
+    memory.device = "cpu";
+    memory.weight_bytes = packed_weights_bytes_ + output_norm_.size() * sizeof(float);
+    for (const PreparedLayer& layer : layers_)
+      memory.weight_bytes +=
+          (layer.attn_norm.size() + layer.ffn_norm.size() + layer.q_norm.size() + layer.k_norm.size()) * sizeof(float);
+    memory.kv_bytes = live_kv_bytes_->load();
+    memory.scratch_bytes = (scratch_.size() + prepared_.size()) * sizeof(float);
+    return memory;
+  }
   void set_activation_observer(ActivationObserver* observer) override { observer_ = observer; }
 
   Status eval(std::span<const EvalItem> items) override {
@@ -394,6 +406,7 @@ class CpuBackend final : public Backend {
       total += (w->rows * w->row_bytes + 63) / 64 * 64;
     }
     packed_weights_ = allocate_large_buffer(total);
+    packed_weights_bytes_ = total;
     if (packed_weights_ == nullptr)
       return make_error("cpu backend: out of memory while arranging the weights for the kernels");
     pool_.parallel_for(matrices.size(), [&](size_t, size_t begin, size_t end) {
@@ -466,6 +479,8 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   WeightMatrix embedding_, head_;
   LargeBuffer packed_weights_;  // what the layers' packed matrices point into
+  size_t packed_weights_bytes_ = 0;
+  std::shared_ptr<std::atomic<uint64_t>> live_kv_bytes_ = std::make_shared<std::atomic<uint64_t>>(0);
   std::vector<float> output_norm_;
   std::vector<PreparedLayer> layers_;
   std::vector<float> scratch_;
