@@ -71,15 +71,18 @@ Expected<const CublasProducts::Plan*> CublasProducts::plan(const Shape& shape) {
   auto p = std::make_unique<Plan>();
   p->lt = lt_;
   const CublasLt& lt = *lt_;
-  KIPP_RETURN_IF_ERROR(lt.check(lt.matmul_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+  KIPP_RETURN_IF_ERROR(
+      lt.check(lt.matmul_desc_create(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
-  KIPP_RETURN_IF_ERROR(lt.check(lt.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                                             sizeof transpose),
-                                "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  KIPP_RETURN_IF_ERROR(
+      lt.check(lt.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
+               "cublasLtMatmulDescSetAttribute(TRANSA)"));
   KIPP_RETURN_IF_ERROR(lt.check(lt.matmul_desc_set_attribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep),
                                 "cublasLtMatmulDescSetAttribute(TRANSB)"));
-  KIPP_RETURN_IF_ERROR(lt.check(lt.matrix_layout_create(&p->a, CUDA_R_16BF, cols, outputs, cols), "cublasLtMatrixLayoutCreate(A)"));
-  KIPP_RETURN_IF_ERROR(lt.check(lt.matrix_layout_create(&p->b, CUDA_R_16BF, cols, rows, cols), "cublasLtMatrixLayoutCreate(B)"));
+  KIPP_RETURN_IF_ERROR(
+      lt.check(lt.matrix_layout_create(&p->a, CUDA_R_16BF, cols, outputs, cols), "cublasLtMatrixLayoutCreate(A)"));
+  KIPP_RETURN_IF_ERROR(
+      lt.check(lt.matrix_layout_create(&p->b, CUDA_R_16BF, cols, rows, cols), "cublasLtMatrixLayoutCreate(B)"));
   KIPP_RETURN_IF_ERROR(
       lt.check(lt.matrix_layout_create(&p->c, CUDA_R_32F, outputs, rows, out_stride), "cublasLtMatrixLayoutCreate(C)"));
 
@@ -91,9 +94,9 @@ Expected<const CublasProducts::Plan*> CublasProducts::plan(const Shape& shape) {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_x},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_out},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_out}};
-  Status set = lt.check(lt.preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                    sizeof workspace),
-                        "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+  Status set = lt.check(
+      lt.preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace),
+      "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
   for (const auto& [attribute, bytes] : alignments)
     if (set.ok())
       set = lt.check(lt.preference_set_attribute(preference, attribute, &bytes, sizeof bytes),
@@ -115,7 +118,12 @@ Expected<const CublasProducts::Plan*> CublasProducts::plan(const Shape& shape) {
 Status CublasProducts::product(const DeviceMatrix& w, const DeviceInput& in, float* out, uint32_t out_stride,
                                float beta, cudaStream_t stream) {
   const uint64_t in_ld_bytes = uint64_t{in.cols} * sizeof(uint16_t);
-  const Shape shape{w.rows, in.rows, w.cols, out_stride, alignment(w.data, w.row_bytes), alignment(in.bf16, in_ld_bytes),
+  const Shape shape{w.rows,
+                    in.rows,
+                    w.cols,
+                    out_stride,
+                    alignment(w.data, w.row_bytes),
+                    alignment(in.bf16, in_ld_bytes),
                     alignment(out, uint64_t{out_stride} * sizeof(float))};
   KIPP_ASSIGN_OR_RETURN(const Plan* p, plan(shape));
   const float alpha = 1.0f;

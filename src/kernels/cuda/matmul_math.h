@@ -149,7 +149,8 @@ KIPP_HD int32_t dp4a(int32_t a, int32_t b, int32_t c) {
   return __dp4a(a, b, c);
 #else
   for (int i = 0; i < 4; ++i)
-    c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i)) * static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i));
+    c += static_cast<int8_t>(static_cast<uint32_t>(a) >> (8 * i)) *
+         static_cast<int8_t>(static_cast<uint32_t>(b) >> (8 * i));
   return c;
 #endif
 }
