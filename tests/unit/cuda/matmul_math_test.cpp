@@ -5,9 +5,9 @@
 // butterfly order, which must not matter for max and integer sums.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -35,8 +35,12 @@ std::vector<float> random_block(std::mt19937& random, int regime) {
   switch (regime % 8) {
     case 0: break;
     case 1: std::fill(v.begin(), v.end(), 0.0f); break;
-    case 2: for (float& x : v) x *= 1e-39f; break;  // subnormal block
-    case 3: for (float& x : v) x *= 1e37f; break;
+    case 2:
+      for (float& x : v) x *= 1e-39f;
+      break;  // subnormal block
+    case 3:
+      for (float& x : v) x *= 1e37f;
+      break;
     case 4: v[pick(random)] = inf; break;
     case 5: v[pick(random)] = std::numeric_limits<float>::quiet_NaN(); break;
     case 6: v[pick(random)] = -inf, v[pick(random)] = std::numeric_limits<float>::quiet_NaN(); break;
@@ -82,8 +86,7 @@ TEST(CudaMatmulMath, Q8BlockQuantizationIsTheReferenceBitForBit) {
     }
     const float device_scale = math::q8_scale(largest);
     EXPECT_EQ(std::bit_cast<uint32_t>(device_scale), std::bit_cast<uint32_t>(scale)) << "trial " << trial;
-    EXPECT_EQ(std::bit_cast<uint32_t>(math::q8_scaled_sum(device_scale, code_sum)),
-              std::bit_cast<uint32_t>(scaled_sum))
+    EXPECT_EQ(std::bit_cast<uint32_t>(math::q8_scaled_sum(device_scale, code_sum)), std::bit_cast<uint32_t>(scaled_sum))
         << "trial " << trial;
   }
 }
