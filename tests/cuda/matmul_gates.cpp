@@ -61,7 +61,9 @@ void cuda_or_die(cudaError_t error, const char* what) {
 template <typename T>
 struct DeviceBuffer {
   T* data = nullptr;
-  explicit DeviceBuffer(size_t count) { cuda_or_die(cudaMalloc(&data, std::max<size_t>(count, 1) * sizeof(T)), "cudaMalloc"); }
+  explicit DeviceBuffer(size_t count) {
+    cuda_or_die(cudaMalloc(&data, std::max<size_t>(count, 1) * sizeof(T)), "cudaMalloc");
+  }
   ~DeviceBuffer() { cudaFree(data); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -157,8 +159,12 @@ std::vector<float> special_values(size_t rows, size_t cols) {
     float* block = x.data() + b * 32;
     switch (b % 7) {
       case 0: std::fill(block, block + 32, 0.0f); break;
-      case 1: for (int i = 0; i < 32; ++i) block[i] *= 1e-40f; break;
-      case 2: for (int i = 0; i < 32; ++i) block[i] *= 1e37f; break;
+      case 1:
+        for (int i = 0; i < 32; ++i) block[i] *= 1e-40f;
+        break;
+      case 2:
+        for (int i = 0; i < 32; ++i) block[i] *= 1e37f;
+        break;
       case 3: block[b % 32] = inf; break;
       case 4: block[b % 32] = -nan; break;
       case 5: block[3] = -inf, block[9] = nan; break;
@@ -283,7 +289,8 @@ void gate_products(kipp::cuda::MatmulContext& context, const Case& c) {
       double worst = 0, error2 = 0, ref2 = 0;
       size_t violations = 0, equal = 0, padding = 0;
       for (size_t r = 0; r < rows; ++r) {
-        for (size_t o = outputs; o < out_stride; ++o) padding += !same_bits(gpu[r * out_stride + o], start[r * out_stride + o]);
+        for (size_t o = outputs; o < out_stride; ++o)
+          padding += !same_bits(gpu[r * out_stride + o], start[r * out_stride + o]);
         for (size_t o = 0; o < outputs; ++o) {
           const size_t i = r * outputs + o;
           const float g = ref_w[i], u = ref_up[i];
@@ -312,8 +319,8 @@ void gate_products(kipp::cuda::MatmulContext& context, const Case& c) {
       const double nmse = ref2 > 0 ? error2 / ref2 : error2;
       const size_t total = size_t{rows} * outputs;
       const bool bitwise_wanted = bitwise_path && epilogue != Epilogue::SwiGlu;
-      const bool passed = violations == 0 && padding == 0 && nmse <= (quantized ? 1e-10 : 1e-9) &&
-                          (!bitwise_wanted || equal == total);
+      const bool passed =
+          violations == 0 && padding == 0 && nmse <= (quantized ? 1e-10 : 1e-9) && (!bitwise_wanted || equal == total);
       char line[256];
       std::snprintf(line, sizeof line, ": worst error/bound %.3f, NMSE %.2e, %zu/%zu bitwise%s, padding %zu touched",
                     worst, nmse, equal, total, bitwise_wanted ? " (required)" : "", padding);
@@ -338,7 +345,8 @@ void time_decode(kipp::cuda::MatmulContext& context, uint32_t outputs, uint32_t 
   std::vector<float> times;
   for (int i = 0; i < 60; ++i) {
     cuda_or_die(cudaEventRecord(start), "cudaEventRecord");
-    const kipp::Status status = kipp::cuda::matmul(context, w, nullptr, in, out.data, outputs, Epilogue::Store, nullptr);
+    const kipp::Status status =
+        kipp::cuda::matmul(context, w, nullptr, in, out.data, outputs, Epilogue::Store, nullptr);
     cuda_or_die(cudaEventRecord(stop), "cudaEventRecord");
     cuda_or_die(cudaEventSynchronize(stop), "cudaEventSynchronize");
     if (!status.ok()) {
