@@ -2,6 +2,8 @@
 // the path of matmul_path() for the weight type and row count.
 #include "kernels/cuda/matmul.h"
 
+#include <string>
+
 #include "kernels/cuda/matmul_cublas.h"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/matmul_plan.h"
@@ -39,7 +41,9 @@ Status matmul(MatmulContext& context, const DeviceMatrix& w, const DeviceMatrix*
   KIPP_RETURN_IF_ERROR(check_matmul_arguments(w, up, in, out, out_stride, epilogue, c.max_rows_, c.max_outputs_));
   // A failed launch before this one (prepare_input returns nothing) is reported here, not
   // under this product's name.
-  KIPP_RETURN_IF_ERROR(launch_status("a launch before this CUDA matmul (prepare_input or another kernel)"));
+  if (const cudaError_t earlier = cudaGetLastError(); earlier != cudaSuccess)
+    return make_error(std::string("a CUDA launch before this product failed (prepare_input or another kernel): ") +
+                      cudaGetErrorString(earlier));
   switch (matmul_path(w.type, in.rows)) {
     case MatmulPath::Bf16Decode: return launch_bf16_decode(w, up, in, out, out_stride, epilogue, stream);
     case MatmulPath::QuantDecode: return launch_quant_decode(w, up, in, out, out_stride, epilogue, stream);
