@@ -68,10 +68,10 @@ Status launch_rows(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
   const dim3 grid((w.rows + kWarps - 1) / kWarps);
   if (up != nullptr)
     bf16_decode_kernel<Rows, true><<<grid, kWarps * 32, 0, stream>>>(w.data, up->data, w.row_bytes, w.rows, w.cols,
-                                                                      in.bf16, out, out_stride, epilogue);
+                                                                     in.bf16, out, out_stride, epilogue);
   else
     bf16_decode_kernel<Rows, false><<<grid, kWarps * 32, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, w.cols,
-                                                                       in.bf16, out, out_stride, epilogue);
+                                                                      in.bf16, out, out_stride, epilogue);
   return launch_status("bf16_decode_kernel");
 }
 

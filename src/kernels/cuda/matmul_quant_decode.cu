@@ -15,8 +15,10 @@ constexpr uint32_t kWarps = 8;  // output rows per CTA
 
 template <GgmlType Type>
 __device__ __forceinline__ math::WeightBlock load_block(const uint8_t* block) {
-  if constexpr (Type == GgmlType::Q8_0) return math::load_q8_0(block);
-  else return math::load_affine4(block);
+  if constexpr (Type == GgmlType::Q8_0)
+    return math::load_q8_0(block);
+  else
+    return math::load_affine4(block);
 }
 
 // One block's term for input row r (codes 16-byte aligned: rows of whole 32-code blocks over
@@ -27,8 +29,10 @@ __device__ __forceinline__ float block_term(const math::WeightBlock& w, const De
   const int4 low = __ldg(codes), high = __ldg(codes + 1);
   const int32_t words[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
   const int32_t dot = math::block_dot(w, words);
-  if constexpr (Type == GgmlType::Q8_0) return math::q8_0_term(w.scale, __ldg(in.q8_scale + block), dot);
-  else return math::affine4_term(w.scale, w.min, __ldg(in.q8_scale + block), dot, __ldg(in.q8_scaled_sum + block));
+  if constexpr (Type == GgmlType::Q8_0)
+    return math::q8_0_term(w.scale, __ldg(in.q8_scale + block), dot);
+  else
+    return math::affine4_term(w.scale, w.min, __ldg(in.q8_scale + block), dot, __ldg(in.q8_scaled_sum + block));
 }
 
 template <GgmlType Type, uint32_t Rows, bool Pair>
@@ -73,10 +77,10 @@ Status launch_rows(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
   const dim3 grid((w.rows + kWarps - 1) / kWarps);
   if (up != nullptr)
     quant_decode_kernel<Type, Rows, true><<<grid, kWarps * 32, 0, stream>>>(w.data, up->data, w.row_bytes, w.rows,
-                                                                             w.cols, in, out, out_stride, epilogue);
+                                                                            w.cols, in, out, out_stride, epilogue);
   else
-    quant_decode_kernel<Type, Rows, false><<<grid, kWarps * 32, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows,
-                                                                              w.cols, in, out, out_stride, epilogue);
+    quant_decode_kernel<Type, Rows, false>
+        <<<grid, kWarps * 32, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, w.cols, in, out, out_stride, epilogue);
   return launch_status("quant_decode_kernel");
 }
 
@@ -85,7 +89,8 @@ Status launch_rows(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
 Status launch_quant_decode(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceInput& in, float* out,
                            uint32_t out_stride, Epilogue epilogue, cudaStream_t stream) {
   static_assert(kDecodeRows <= 32, "one lane writes each row's result");
-  if (w.type == GgmlType::Q8_0) return launch_rows<GgmlType::Q8_0, kDecodeRows>(w, up, in, out, out_stride, epilogue, stream);
+  if (w.type == GgmlType::Q8_0)
+    return launch_rows<GgmlType::Q8_0, kDecodeRows>(w, up, in, out, out_stride, epilogue, stream);
   return launch_rows<GgmlType::Q4_1, kDecodeRows>(w, up, in, out, out_stride, epilogue, stream);
 }
 

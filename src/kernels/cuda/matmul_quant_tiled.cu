@@ -13,8 +13,8 @@ namespace {
 
 constexpr uint32_t kTileOutputs = 64;
 constexpr uint32_t kTileRows = 64;
-constexpr uint32_t kChunk = 4;     // blocks per shared-memory round
-constexpr uint32_t kSide = 16;     // threads per tile side: 16 x 16 threads, 4 x 4 results each
+constexpr uint32_t kChunk = 4;  // blocks per shared-memory round
+constexpr uint32_t kSide = 16;  // threads per tile side: 16 x 16 threads, 4 x 4 results each
 constexpr uint32_t kThreads = kSide * kSide;
 // Words of one tile line (kChunk blocks of 8 words) plus 4 of padding, so that 16-byte reads of
 // 8 consecutive lines start in different banks.
@@ -40,8 +40,10 @@ __device__ __forceinline__ void load_weights(TileMatrix& tile, const uint8_t* w,
   math::WeightBlock b{};
   if (o0 + line < outputs) {
     const uint8_t* at = w + (o0 + line) * row_bytes + block * kBlockBytes;
-    if constexpr (Type == GgmlType::Q8_0) b = math::load_q8_0(at);
-    else b = math::load_affine4(at);
+    if constexpr (Type == GgmlType::Q8_0)
+      b = math::load_q8_0(at);
+    else
+      b = math::load_affine4(at);
   }
 #pragma unroll
   for (int k = 0; k < 8; ++k) tile.words[line][slot * 8 + k] = b.words[k];
@@ -67,17 +69,27 @@ __device__ __forceinline__ void load_inputs(TileInput& tile, const DeviceInput& 
   tile.scaled_sum[line][slot] = scaled_sum;
 }
 
-template <GgmlType Type>
-__device__ __forceinline__ float term(const TileMatrix& w, uint32_t o, const TileInput& x, uint32_t r, uint32_t slot,
-                                      const int32_t* input_words) {
+// Weight block `slot` of tile line `line`, as the shared tile holds it.
+__device__ __forceinline__ math::WeightBlock tile_block(const TileMatrix& tile, uint32_t line, uint32_t slot) {
   math::WeightBlock b;
-  const int4 low = *reinterpret_cast<const int4*>(&w.words[o][slot * 8]);
-  const int4 high = *reinterpret_cast<const int4*>(&w.words[o][slot * 8 + 4]);
+  const int4 low = *reinterpret_cast<const int4*>(&tile.words[line][slot * 8]);
+  const int4 high = *reinterpret_cast<const int4*>(&tile.words[line][slot * 8 + 4]);
   b.words[0] = low.x, b.words[1] = low.y, b.words[2] = low.z, b.words[3] = low.w;
   b.words[4] = high.x, b.words[5] = high.y, b.words[6] = high.z, b.words[7] = high.w;
-  const int32_t dot = math::block_dot(b, input_words);
-  if constexpr (Type == GgmlType::Q8_0) return math::q8_0_term(w.scale[o][slot], x.scale[r][slot], dot);
-  else return math::affine4_term(w.scale[o][slot], w.min[o][slot], x.scale[r][slot], dot, x.scaled_sum[r][slot]);
+  b.scale = tile.scale[line][slot];
+  b.min = tile.min[line][slot];
+  return b;
+}
+
+// The term of weight block `w` with input row r's block `slot`, whose codes are `input_words`.
+template <GgmlType Type>
+__device__ __forceinline__ float tile_term(const math::WeightBlock& w, const TileInput& x, uint32_t r, uint32_t slot,
+                                           const int32_t* input_words) {
+  const int32_t dot = math::block_dot(w, input_words);
+  if constexpr (Type == GgmlType::Q8_0)
+    return math::q8_0_term(w.scale, x.scale[r][slot], dot);
+  else
+    return math::affine4_term(w.scale, w.min, x.scale[r][slot], dot, x.scaled_sum[r][slot]);
 }
 
 template <GgmlType Type, bool Pair>
@@ -98,7 +110,8 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t chunk = blocks - b0 < kChunk ? blocks - b0 : kChunk;
     if (slot < chunk) {
       load_weights<Type>(w_tile, w, row_bytes, outputs, o0, b0 + slot, line, slot);
-      if constexpr (Pair) load_weights<Type>(weight_tiles[Pair ? 1 : 0], up, row_bytes, outputs, o0, b0 + slot, line, slot);
+      if constexpr (Pair)
+        load_weights<Type>(weight_tiles[Pair ? 1 : 0], up, row_bytes, outputs, o0, b0 + slot, line, slot);
       load_inputs(x_tile, in, r0, b0 + slot, line, slot);
     }
     __syncthreads();
@@ -109,14 +122,19 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int k = 0; k < 8; ++k) input_words[j][k] = x_tile.words[tx + kSide * j][slot_k * 8 + k];
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < 4; ++i) {
+        const uint32_t o = ty + kSide * i;
+        const math::WeightBlock weights = tile_block(w_tile, o, slot_k);
+        math::WeightBlock up_weights{};
+        if constexpr (Pair) up_weights = tile_block(weight_tiles[Pair ? 1 : 0], o, slot_k);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t o = ty + kSide * i, r = tx + kSide * j;
-          sums[i][j] = math::add(sums[i][j], term<Type>(w_tile, o, x_tile, r, slot_k, input_words[j]));
+          const uint32_t r = tx + kSide * j;
+          sums[i][j] = math::add(sums[i][j], tile_term<Type>(weights, x_tile, r, slot_k, input_words[j]));
           if constexpr (Pair)
-            up_sums[i][j] = math::add(up_sums[i][j], term<Type>(weight_tiles[Pair ? 1 : 0], o, x_tile, r, slot_k, input_words[j]));
+            up_sums[i][j] = math::add(up_sums[i][j], tile_term<Type>(up_weights, x_tile, r, slot_k, input_words[j]));
         }
+      }
     }
     __syncthreads();
   }
@@ -134,11 +152,11 @@ Status launch_type(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
                    uint32_t out_stride, Epilogue epilogue, cudaStream_t stream) {
   const dim3 grid((w.rows + kTileOutputs - 1) / kTileOutputs, (in.rows + kTileRows - 1) / kTileRows);
   if (up != nullptr)
-    quant_tiled_kernel<Type, true><<<grid, kThreads, 0, stream>>>(w.data, up->data, w.row_bytes, w.rows, in, out,
-                                                                  out_stride, epilogue);
+    quant_tiled_kernel<Type, true>
+        <<<grid, kThreads, 0, stream>>>(w.data, up->data, w.row_bytes, w.rows, in, out, out_stride, epilogue);
   else
-    quant_tiled_kernel<Type, false><<<grid, kThreads, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, in, out,
-                                                                   out_stride, epilogue);
+    quant_tiled_kernel<Type, false>
+        <<<grid, kThreads, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, in, out, out_stride, epilogue);
   return launch_status("quant_tiled_kernel");
 }
 

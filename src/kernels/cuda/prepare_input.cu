@@ -30,7 +30,8 @@ __global__ void prepare_q8_kernel(const float* x, uint32_t x_stride, DeviceInput
     const uint64_t r = block / row_blocks, b = block % row_blocks;
     const float value = x[r * x_stride + b * math::kBlock + lane];
     float largest = math::max_magnitude(0.0f, value);
-    for (int offset = 16; offset > 0; offset /= 2) largest = fmaxf(largest, __shfl_xor_sync(kFullWarp, largest, offset));
+    for (int offset = 16; offset > 0; offset /= 2)
+      largest = fmaxf(largest, __shfl_xor_sync(kFullWarp, largest, offset));
     const int8_t code = math::q8_code(value, math::q8_inverse(largest));
     in.q8[block * math::kBlock + lane] = code;  // row r's codes start at r * cols = r * row_blocks * 32
     int32_t sum = code;
