@@ -169,7 +169,7 @@ KIPP_MATMUL_FN float q8_0_term(float weight_scale, float input_scale, int32_t co
 
 // A block's term of an affine4 product: the scaled dot plus weight min x input scaled code sum.
 KIPP_MATMUL_FN float affine4_term(float weight_scale, float weight_min, float input_scale, int32_t code_dot,
-                           float input_scaled_sum) {
+                                  float input_scaled_sum) {
   return add(q8_0_term(weight_scale, input_scale, code_dot), mul(weight_min, input_scaled_sum));
 }
 

@@ -17,10 +17,14 @@
 #include "core/half.h"
 #include "format/quant.h"
 #include "kernels/cuda/matmul_math.h"
+#include "kernels/ref/ops.h"
 #include "kernels/ref/q8_rows.h"
+#include "unit/helpers/random_values.h"
 
 namespace kipp::cuda {
 namespace {
+
+using test_support::normal_values;
 
 constexpr size_t kBlock = 32;
 
@@ -203,6 +207,14 @@ TEST(CudaMatmulMath, BlockDotIsTheIntegerDot) {
     for (size_t i = 0; i < kBlock; ++i) expected += int32_t{w[0].q[i]} * x[i];
     ASSERT_EQ(math::block_dot(math::load_q8_0(reinterpret_cast<const uint8_t*>(w.data())), words), expected);
   }
+}
+
+TEST(CudaMatmulMath, SwigluIsTheReference) {
+  const std::vector<float> gate = normal_values(10000, 13, 4.0f), up = normal_values(10000, 17, 1.0f);
+  std::vector<float> expected(gate.size());
+  kernels::ref::swiglu(gate.data(), up.data(), expected.data(), gate.size());
+  for (size_t i = 0; i < gate.size(); ++i)
+    ASSERT_EQ(std::bit_cast<uint32_t>(math::swiglu(gate[i], up[i])), std::bit_cast<uint32_t>(expected[i])) << i;
 }
 
 }  // namespace
