@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails, naming the files, when a C++ source under src/, include/, tests/, bench/ or fuzz/ differs
+# Fails, naming the files, when a C++ or CUDA source under src/, include/, tests/, bench/ or fuzz/ differs
 # from what clang-format makes of it with the repository's .clang-format.
 # Usage: scripts/check_format.sh [--fix | --selftest]
 # --selftest first shows that a misformatted file is reported, then checks the tree.
@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "check_format: clang-format not found (scripts/setup.sh installs it)" >&2; exit 1; }
 patterns=(src include tests bench fuzz)
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-  mapfile -t files < <(git ls-files -- "${patterns[@]}" | grep -E '\.(cpp|h)$')
+  mapfile -t files < <(git ls-files -- "${patterns[@]}" | grep -E '\.(cpp|h|cu|cuh)$')
 else
-  mapfile -t files < <(find "${patterns[@]}" \( -name '*.cpp' -o -name '*.h' \) | sort)
+  mapfile -t files < <(find "${patterns[@]}" \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 fi
 if [ "${1:-}" = "--selftest" ]; then
   scratch="$(mktemp -d)"
