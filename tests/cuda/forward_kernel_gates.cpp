@@ -18,10 +18,10 @@
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/rope_table.h"
 #include "backend/cuda/step_plan.h"
-#include "backend/kv_block_layout.h"
 #include "core/half.h"
 #include "format/quant.h"
 #include "kernels/cuda/forward_kernels.h"
+#include "kernels/kv_block_layout.h"
 #include "kernels/ref/ops.h"
 #include "kernels/weights.h"
 
@@ -83,8 +83,8 @@ double nmse(const std::vector<float>& actual, const std::vector<float>& expected
 size_t bitwise_differences(const void* a, const void* b, size_t count, size_t width) {
   size_t differences = 0;
   for (size_t i = 0; i < count; ++i)
-    differences += std::memcmp(static_cast<const uint8_t*>(a) + i * width, static_cast<const uint8_t*>(b) + i * width,
-                               width) != 0;
+    differences +=
+        std::memcmp(static_cast<const uint8_t*>(a) + i * width, static_cast<const uint8_t*>(b) + i * width, width) != 0;
   return differences;
 }
 
@@ -294,7 +294,8 @@ void gate_rope_store(std::mt19937& rng) {
         continue;
       }
       const uint32_t g = h - shape.num_heads;
-      const uint16_t* block = actual_cache.data() + size_t{table[position / kKvBlockPositions]} * layout.block_elements();
+      const uint16_t* block =
+          actual_cache.data() + size_t{table[position / kKvBlockPositions]} * layout.block_elements();
       kernels::ref::store_bf16(head.data(), stored.data(), hd);
       expected_k.insert(expected_k.end(), stored.begin(), stored.end());
       const uint16_t* k = block + layout.k(layer, g) + layout.slot(position);
@@ -359,7 +360,8 @@ void gate_attention(std::mt19937& rng, const AttentionCase& c, int multiprocesso
   for (uint32_t b = 0; b < blocks; ++b) {
     const uint16_t* from = logical.data() + size_t{b} * layout.block_elements();
     std::copy_n(from, layout.block_elements(), identity_storage.data() + size_t{b} * layout.block_elements());
-    std::copy_n(from, layout.block_elements(), scrambled_storage.data() + size_t{scrambled[b]} * layout.block_elements());
+    std::copy_n(from, layout.block_elements(),
+                scrambled_storage.data() + size_t{scrambled[b]} * layout.block_elements());
   }
 
   const std::vector<float> qkv = random_floats(rng, size_t{c.rows} * shape.qkv_width());
@@ -387,7 +389,8 @@ void gate_attention(std::mt19937& rng, const AttentionCase& c, int multiprocesso
     args.tile_rows = step.at<uint32_t>(step.layout.tile_rows);
     args.tile_items = step.at<uint32_t>(step.layout.tile_items);
     args.max_tile_rows = 0;
-    for (const cuda::StepPlan::Tile& tile : step.plan.tiles) args.max_tile_rows = std::max(args.max_tile_rows, tile.rows);
+    for (const cuda::StepPlan::Tile& tile : step.plan.tiles)
+      args.max_tile_rows = std::max(args.max_tile_rows, tile.rows);
     args.num_heads = shape.num_heads;
     args.kv_heads = shape.kv_heads;
     args.head_dim = hd;
@@ -416,8 +419,7 @@ void gate_attention(std::mt19937& rng, const AttentionCase& c, int multiprocesso
   const double error = nmse(outputs[0], expected);
   const size_t differences =
       bitwise_differences(outputs[0].data(), outputs[1].data(), outputs[0].size(), sizeof(float));
-  report(error <= 1e-8, "attention " + c.name,
-         "nmse " + figure(error) + " (" + std::to_string(splits) + " splits)");
+  report(error <= 1e-8, "attention " + c.name, "nmse " + figure(error) + " (" + std::to_string(splits) + " splits)");
   report(differences == 0, "attention " + c.name + ", scrambled blocks",
          std::to_string(differences) + " values differ from the identity table's");
   cudaFree(device_qkv), cudaFree(partials);

@@ -1,5 +1,5 @@
 // The CPU backend's K/V cache: blocks of kKvBlockPositions positions of one sequence, as BF16,
-// arranged as backend/kv_block_layout.h says.
+// arranged as kernels/kv_block_layout.h says.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "backend/backend.h"
-#include "backend/kv_block_layout.h"
+#include "kernels/kv_block_layout.h"
 #include "kernels/weights.h"
 
 namespace kipp {

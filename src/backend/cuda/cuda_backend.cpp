@@ -14,10 +14,10 @@
 #include "backend/cuda/cuda_kv_storage.h"
 #include "backend/cuda/rope_table.h"
 #include "backend/cuda/step_plan.h"
-#include "backend/kv_block_layout.h"
 #include "kernels/cuda/forward_kernels.h"
 #include "kernels/cuda/launch_status.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/kv_block_layout.h"
 #include "kernels/ref/ops.h"
 
 namespace kipp {
@@ -190,7 +190,8 @@ class CudaBackend final : public Backend {
       KIPP_RETURN_IF_ERROR(storage->take_error());
       kv_bases[i] = storage->device_address();
     }
-    for (const StepPlan& plan : cuda::plan_steps(items, plan_options_)) KIPP_RETURN_IF_ERROR(run_step(items, plan, kv_bases));
+    for (const StepPlan& plan : cuda::plan_steps(items, plan_options_))
+      KIPP_RETURN_IF_ERROR(run_step(items, plan, kv_bases));
     return ok_status();
   }
 
@@ -224,17 +225,17 @@ class CudaBackend final : public Backend {
     if (plan.tables.size() > metadata_layout_.table_capacity)
       KIPP_RETURN_IF_ERROR(allocate_metadata(2 * plan.tables.size()));
     cuda::pack_step_metadata(plan, metadata_layout_, kv_bases, metadata_host_.get());
-    KIPP_RETURN_IF_ERROR(cuda_status(cudaMemcpyAsync(metadata_device_.get(), metadata_host_.get(),
-                                                     metadata_layout_.used_bytes(plan), cudaMemcpyHostToDevice,
-                                                     stream_),
-                                     "uploading the step metadata (cudaMemcpyAsync)"));
+    KIPP_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpyAsync(metadata_device_.get(), metadata_host_.get(), metadata_layout_.used_bytes(plan),
+                                    cudaMemcpyHostToDevice, stream_),
+                    "uploading the step metadata (cudaMemcpyAsync)"));
     return cuda_status(cudaEventRecord(metadata_ready_, stream_), "cudaEventRecord");
   }
 
   // The captured graph of a decode step of this shape: its layers and its one logit pass.
   Expected<cudaGraphExec_t> decode_graph(const StepPlan& plan) {
-    const GraphKey key{plan.rows(), static_cast<uint32_t>(plan.items.size()),
-                       static_cast<uint32_t>(plan.logits.size()), max_tile_rows(plan), plan.splits};
+    const GraphKey key{plan.rows(), static_cast<uint32_t>(plan.items.size()), static_cast<uint32_t>(plan.logits.size()),
+                       max_tile_rows(plan), plan.splits};
     if (auto found = graphs_.find(key); found != graphs_.end()) return found->second.exec;
     if (graphs_.size() >= kMaxGraphs) {
       cudaGraphExecDestroy(graphs_.at(graph_order_.front()).exec);
@@ -300,14 +301,17 @@ class CudaBackend final : public Backend {
     const uint32_t n = plan.rows(), hidden = config_.hidden_size, ffn = config_.ffn_size;
     const uint32_t qw = static_cast<uint32_t>(config_.q_width());
     const auto eps = static_cast<float>(config_.rms_norm_eps);
-    KIPP_RETURN_IF_ERROR(cuda::embed_rows(embedding_, metadata<const uint32_t>(metadata_layout_.tokens), n, x_, stream_));
+    KIPP_RETURN_IF_ERROR(
+        cuda::embed_rows(embedding_, metadata<const uint32_t>(metadata_layout_.tokens), n, x_, stream_));
     KIPP_RETURN_IF_ERROR(observe("embedding", 0, plan, x_, hidden));
     for (uint32_t l = 0; l < layers_.size(); ++l) {
       const DeviceLayer& layer = layers_[l];
-      KIPP_RETURN_IF_ERROR(cuda::rms_norm_rows(x_, hidden, nullptr, n, layer.attn_norm, hidden, eps, xn_, hidden, stream_));
+      KIPP_RETURN_IF_ERROR(
+          cuda::rms_norm_rows(x_, hidden, nullptr, n, layer.attn_norm, hidden, eps, xn_, hidden, stream_));
       for (size_t i = 0; i < layer.qkv.size(); ++i) {
         const Projection& p = layer.qkv[i];
-        const bool prepared = i > 0 && kernels::input_format(p.w.type) == kernels::input_format(layer.qkv[i - 1].w.type);
+        const bool prepared =
+            i > 0 && kernels::input_format(p.w.type) == kernels::input_format(layer.qkv[i - 1].w.type);
         KIPP_RETURN_IF_ERROR(
             product(xn_, hidden, n, p.w, nullptr, qkv_ + p.out_offset, qkv_width_, Epilogue::Store, prepared));
       }
@@ -320,7 +324,8 @@ class CudaBackend final : public Backend {
         KIPP_RETURN_IF_ERROR(observe("attention", l, plan, proj_, hidden));
         KIPP_RETURN_IF_ERROR(cuda::add_floats(x_, proj_, uint64_t{n} * hidden, stream_));
       }
-      KIPP_RETURN_IF_ERROR(cuda::rms_norm_rows(x_, hidden, nullptr, n, layer.ffn_norm, hidden, eps, xn_, hidden, stream_));
+      KIPP_RETURN_IF_ERROR(
+          cuda::rms_norm_rows(x_, hidden, nullptr, n, layer.ffn_norm, hidden, eps, xn_, hidden, stream_));
       KIPP_RETURN_IF_ERROR(product(xn_, hidden, n, layer.gate, &layer.up, act_, ffn, Epilogue::SwiGlu));
       KIPP_RETURN_IF_ERROR(product(act_, ffn, n, layer.down, nullptr, x_, hidden, Epilogue::Accumulate));
       KIPP_RETURN_IF_ERROR(observe("layer_output", l, plan, x_, hidden));
@@ -386,11 +391,12 @@ class CudaBackend final : public Backend {
                                  std::span<const float>(values.data() + size_t{i} * hidden, hidden));
       }
     }
-    KIPP_RETURN_IF_ERROR(product(logit_inputs_, hidden, count, head_, nullptr, logits_, config_.vocab_size,
-                                 Epilogue::Store));
-    return cuda_status(cudaMemcpyAsync(logits_host_.get(), logits_, uint64_t{count} * config_.vocab_size * sizeof(float),
-                                       cudaMemcpyDeviceToHost, stream_),
-                       "copying logits to the host (cudaMemcpyAsync)");
+    KIPP_RETURN_IF_ERROR(
+        product(logit_inputs_, hidden, count, head_, nullptr, logits_, config_.vocab_size, Epilogue::Store));
+    return cuda_status(
+        cudaMemcpyAsync(logits_host_.get(), logits_, uint64_t{count} * config_.vocab_size * sizeof(float),
+                        cudaMemcpyDeviceToHost, stream_),
+        "copying logits to the host (cudaMemcpyAsync)");
   }
 
   // Waits for a pass and copies its logits from the staging rows to the items' buffers.
@@ -432,9 +438,9 @@ class CudaBackend final : public Backend {
   }
 
   Status copy_to_host(float* host, const float* device, size_t count) {
-    KIPP_RETURN_IF_ERROR(cuda_status(
-        cudaMemcpyAsync(host, device, count * sizeof(float), cudaMemcpyDeviceToHost, stream_),
-        "copying activations to the host (cudaMemcpyAsync)"));
+    KIPP_RETURN_IF_ERROR(
+        cuda_status(cudaMemcpyAsync(host, device, count * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+                    "copying activations to the host (cudaMemcpyAsync)"));
     return cuda_status(cudaStreamSynchronize(stream_), "copying activations to the host (cudaStreamSynchronize)");
   }
 
@@ -472,7 +478,8 @@ class CudaBackend final : public Backend {
     std::vector<Pending> pending;
     const auto matrix = [&](const TensorView& view, bool product, DeviceMatrix& out) -> Status {
       const kernels::WeightMatrix w = kernels::make_weight_matrix(view.type, view.data, view.rows, view.cols);
-      const bool supported = view.type == GgmlType::BF16 || view.type == GgmlType::Q8_0 || view.type == GgmlType::Q4_1 ||
+      const bool supported = view.type == GgmlType::BF16 || view.type == GgmlType::Q8_0 ||
+                             view.type == GgmlType::Q4_1 ||
                              (!product && (view.type == GgmlType::F32 || view.type == GgmlType::F16));
       if (w.row_bytes == 0 || !supported)
         return make_error("tensor " + std::string(view.name) + ": element type " +
@@ -516,9 +523,9 @@ class CudaBackend final : public Backend {
       const bool fused = qkv[1].type == qkv[0].type && qkv[2].type == qkv[0].type &&
                          qkv[0].rows * qkv[0].row_bytes % kAlign == 0 && qkv[1].rows * qkv[1].row_bytes % kAlign == 0;
       if (fused) {
-        layer.qkv.push_back(Projection{DeviceMatrix{qkv[0].type, nullptr, qkv[0].rows + qkv[1].rows + qkv[2].rows,
-                                                    qkv[0].cols, qkv[0].row_bytes},
-                                       0});
+        layer.qkv.push_back(Projection{
+            DeviceMatrix{qkv[0].type, nullptr, qkv[0].rows + qkv[1].rows + qkv[2].rows, qkv[0].cols, qkv[0].row_bytes},
+            0});
       } else {
         const uint32_t qw = static_cast<uint32_t>(config_.q_width()), kvw = static_cast<uint32_t>(config_.kv_width());
         layer.qkv = {Projection{qkv[0], 0}, Projection{qkv[1], qw}, Projection{qkv[2], qw + kvw}};
@@ -528,15 +535,15 @@ class CudaBackend final : public Backend {
       KIPP_RETURN_IF_ERROR(matrix(lw.ffn_up, true, layer.up));
       KIPP_RETURN_IF_ERROR(matrix(lw.ffn_down, true, layer.down));
       if (layer.gate.type != layer.up.type)
-        return make_error("the cuda backend needs ffn_gate and ffn_up of one element type (layer " +
-                          std::to_string(l) + ")");
+        return make_error("the cuda backend needs ffn_gate and ffn_up of one element type (layer " + std::to_string(l) +
+                          ")");
       KIPP_RETURN_IF_ERROR(vector(lw.attn_norm, layer.attn_norm));
       KIPP_RETURN_IF_ERROR(vector(lw.ffn_norm, layer.ffn_norm));
       KIPP_RETURN_IF_ERROR(vector(lw.attn_q_norm, layer.q_norm));
       KIPP_RETURN_IF_ERROR(vector(lw.attn_k_norm, layer.k_norm));
     }
-    const std::vector<float>& rope = host_vectors.emplace_back(
-        cuda::rope_table(config_.context_length, config_.head_dim, config_.rope_theta));
+    const std::vector<float>& rope =
+        host_vectors.emplace_back(cuda::rope_table(config_.context_length, config_.head_dim, config_.rope_theta));
     const uint64_t rope_offset = place(rope.data(), rope.size() * sizeof(float));
 
     // The whole model must fit with its scratch; say so once rather than fail mid-way.
@@ -556,9 +563,9 @@ class CudaBackend final : public Backend {
     weights_.reset(static_cast<uint8_t*>(buffer));
     weight_bytes_ = total;
     for (const Upload& upload : uploads)
-      KIPP_RETURN_IF_ERROR(cuda_status(cudaMemcpy(weights_.get() + upload.offset, upload.source, upload.bytes,
-                                                  cudaMemcpyHostToDevice),
-                                       "uploading the weights (cudaMemcpy)"));
+      KIPP_RETURN_IF_ERROR(
+          cuda_status(cudaMemcpy(weights_.get() + upload.offset, upload.source, upload.bytes, cudaMemcpyHostToDevice),
+                      "uploading the weights (cudaMemcpy)"));
     for (const Pending& p : pending) {
       if (p.matrix != nullptr) p.matrix->data = weights_.get() + p.offset;
       if (p.vector != nullptr) *p.vector = reinterpret_cast<const float*>(weights_.get() + p.offset);

@@ -38,9 +38,9 @@ CudaKvStorage::~CudaKvStorage() {
 
 void CudaKvStorage::copy_block(uint32_t from, uint32_t to) {
   const uint64_t block_bytes = block_elements_ * sizeof(uint16_t);
-  Status copied = cuda_status(cudaMemcpy(data_ + to * block_elements_, data_ + from * block_elements_, block_bytes,
-                                         cudaMemcpyDeviceToDevice),
-                              "copying a K/V block (cudaMemcpy)");
+  Status copied = cuda_status(
+      cudaMemcpy(data_ + to * block_elements_, data_ + from * block_elements_, block_bytes, cudaMemcpyDeviceToDevice),
+      "copying a K/V block (cudaMemcpy)");
   if (error_.ok() && !copied.ok()) error_ = std::move(copied);
 }
 

@@ -1,5 +1,5 @@
 // The CUDA backend's K/V cache: device blocks in the layout every backend shares
-// (backend/kv_block_layout.h), so a block table means the same as on the CPU.
+// (kernels/kv_block_layout.h), so a block table means the same as on the CPU.
 #pragma once
 
 #include <atomic>

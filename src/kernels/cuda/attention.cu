@@ -16,10 +16,10 @@ static_assert(kPositions == 32);
 __host__ __device__ constexpr uint32_t key_row_words(uint32_t head_dim) { return head_dim / 2 + 1; }
 
 __host__ __device__ constexpr uint64_t shared_bytes(uint32_t queries, uint32_t head_dim) {
-  return uint64_t{queries} * head_dim * 2 * sizeof(float)       // queries, running results
-         + uint64_t{queries} * 2 * sizeof(float)                // running max and sum
+  return uint64_t{queries} * head_dim * 2 * sizeof(float)      // queries, running results
+         + uint64_t{queries} * 2 * sizeof(float)               // running max and sum
          + uint64_t{kPositions} * key_row_words(head_dim) * 4  // keys
-         + uint64_t{kPositions} * head_dim * 2;                 // values
+         + uint64_t{kPositions} * head_dim * 2;                // values
 }
 
 // One thread block per (tile, kv head, split); warp w serves queries w, w + kWarps, ... of the

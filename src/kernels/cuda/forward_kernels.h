@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "backend/kv_block_layout.h"
 #include "core/status.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/kv_block_layout.h"
 
 namespace kipp::cuda {
 
@@ -23,9 +23,8 @@ Status embed_rows(const DeviceMatrix& table, const uint32_t* tokens, uint32_t ro
 
 // out[r] = rms_norm(x[src(r)]) * weight over `width` floats, r < rows, where src(r) is
 // row_index[r] or r when row_index is null (gathering the rows whose logits are wanted).
-Status rms_norm_rows(const float* x, uint32_t x_stride, const uint32_t* row_index, uint32_t rows,
-                     const float* weight, uint32_t width, float eps, float* out, uint32_t out_stride,
-                     cudaStream_t stream);
+Status rms_norm_rows(const float* x, uint32_t x_stride, const uint32_t* row_index, uint32_t rows, const float* weight,
+                     uint32_t width, float eps, float* out, uint32_t out_stride, cudaStream_t stream);
 
 // acc[i] += x[i] for i < count.
 Status add_floats(float* acc, const float* x, uint64_t count, cudaStream_t stream);

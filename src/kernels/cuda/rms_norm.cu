@@ -28,9 +28,8 @@ __global__ void add_kernel(float* acc, const float* x, uint64_t count) {
 
 }  // namespace
 
-Status rms_norm_rows(const float* x, uint32_t x_stride, const uint32_t* row_index, uint32_t rows,
-                     const float* weight, uint32_t width, float eps, float* out, uint32_t out_stride,
-                     cudaStream_t stream) {
+Status rms_norm_rows(const float* x, uint32_t x_stride, const uint32_t* row_index, uint32_t rows, const float* weight,
+                     uint32_t width, float eps, float* out, uint32_t out_stride, cudaStream_t stream) {
   if (rows == 0) return ok_status();
   rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, x_stride, row_index, weight, width, eps, out, out_stride);
   return launch_status("rms norm kernel");

@@ -36,7 +36,8 @@ __global__ void qk_rope_store_kernel(QkRopeStore args) {
   const KvPages& pages = args.pages;
   const uint32_t item = pages.row_items[row];
   const uint32_t physical = pages.tables[pages.item_table_offsets[item] + KvBlockLayout::block_of(position)];
-  uint16_t* block = reinterpret_cast<uint16_t*>(pages.kv_bases[item]) + size_t{physical} * pages.layout.block_elements();
+  uint16_t* block =
+      reinterpret_cast<uint16_t*>(pages.kv_bases[item]) + size_t{physical} * pages.layout.block_elements();
   const size_t slot = pages.layout.slot(position);
   uint16_t* k = block + pages.layout.k(args.layer, kv_head) + slot;
   uint16_t* v = block + pages.layout.v(args.layer, kv_head) + slot;

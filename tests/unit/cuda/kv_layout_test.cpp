@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "backend/kv_block_layout.h"
+#include "kernels/kv_block_layout.h"
 #include "model/model_config.h"
 
 namespace kipp {
@@ -16,11 +16,11 @@ TEST(KvBlockLayout, OffsetsTileTheBlockExactly) {
   config.num_kv_heads = 2;
   config.head_dim = 64;
   const KvBlockLayout layout{config.num_layers, config.num_kv_heads, config.head_dim};
-  ASSERT_EQ(layout.block_elements() * sizeof(uint16_t), config.kv_bytes_per_token() * kKvBlockPositions);
+  ASSERT_EQ(layout.block_elements() * sizeof(uint16_t), config.kv_bytes_per_token() * kernels::kKvBlockPositions);
   std::vector<int> owners(layout.block_elements(), 0);
   for (size_t l = 0; l < config.num_layers; ++l)
     for (size_t h = 0; h < config.num_kv_heads; ++h)
-      for (uint32_t p = 0; p < kKvBlockPositions; ++p)
+      for (uint32_t p = 0; p < kernels::kKvBlockPositions; ++p)
         for (size_t d = 0; d < config.head_dim; ++d) {
           ++owners.at(layout.k(l, h) + layout.slot(p) + d);
           ++owners.at(layout.v(l, h) + layout.slot(p) + d);
@@ -35,7 +35,7 @@ TEST(KvBlockLayout, OffsetsTileTheBlockExactly) {
 // head_dim: a head's K rows of a block together, then (after all heads' K) its V rows.
 TEST(KvBlockLayout, MatchesTheCpuViewOfOneHead) {
   const KvBlockLayout layout{2, 4, 128};
-  const size_t head = kKvBlockPositions * 128;
+  const size_t head = kernels::kKvBlockPositions * 128;
   EXPECT_EQ(layout.k(1, 2), 1 * (2 * 4 * head) + 2 * head);
   EXPECT_EQ(layout.v(1, 2), 1 * (2 * 4 * head) + 4 * head + 2 * head);
   EXPECT_EQ(layout.slot(5), 5u * 128);

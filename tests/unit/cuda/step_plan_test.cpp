@@ -8,6 +8,8 @@
 namespace kipp::cuda {
 namespace {
 
+uint32_t pick(std::mt19937& rng, uint32_t n) { return static_cast<uint32_t>(rng() % n); }
+
 // A random eval: items with random starts, lengths, logit counts and block tables covering
 // their positions (with spare entries past them).
 struct RandomEval {
@@ -18,16 +20,16 @@ struct RandomEval {
     tokens.resize(count);
     tables.resize(count);
     for (size_t i = 0; i < count; ++i) {
-      const uint32_t start = rng() % 3 == 0 ? 0 : rng() % 300;
-      const uint32_t n = 1 + rng() % max_tokens;
-      for (uint32_t t = 0; t < n; ++t) tokens[i].push_back(rng() % 1000);
-      const uint32_t blocks = (start + n + kKvBlockPositions - 1) / kKvBlockPositions + rng() % 3;
-      for (uint32_t b = 0; b < blocks; ++b) tables[i].push_back(rng() % 10000);
+      const uint32_t start = pick(rng, 3) == 0 ? 0 : pick(rng, 300);
+      const uint32_t n = 1 + pick(rng, max_tokens);
+      for (uint32_t t = 0; t < n; ++t) tokens[i].push_back(pick(rng, 1000));
+      const uint32_t blocks = (start + n + kKvBlockPositions - 1) / kKvBlockPositions + pick(rng, 3);
+      for (uint32_t b = 0; b < blocks; ++b) tables[i].push_back(pick(rng, 10000));
       EvalItem item;
       item.block_table = tables[i];
       item.start = start;
       item.tokens = tokens[i];
-      item.logits_count = rng() % 2 == 0 ? 1 : rng() % (n + 1);
+      item.logits_count = pick(rng, 2) == 0 ? 1 : pick(rng, n + 1);
       items.push_back(item);
     }
   }
@@ -60,7 +62,9 @@ void check_plan(const std::vector<EvalItem>& items, const StepPlanOptions& optio
     ASSERT_GT(plan.rows(), 0u);
     ASSERT_LE(plan.rows(), options.step_rows);
     // Every step but the last is full.
-    if (&plan != &steps.back()) ASSERT_EQ(plan.rows(), options.step_rows);
+    if (&plan != &steps.back()) {
+      ASSERT_EQ(plan.rows(), options.step_rows);
+    }
     std::vector<StepPlan::Logit> logits;
     for (uint32_t r = 0; r < plan.rows(); ++r, ++next) {
       const FlatRow& row = flat.at(next);
@@ -84,14 +88,18 @@ void check_plan(const std::vector<EvalItem>& items, const StepPlanOptions& optio
       ASSERT_LE(tile.rows, options.tile_rows);
       for (uint32_t r = tile.first_row; r < tile.first_row + tile.rows; ++r) EXPECT_EQ(plan.row_items[r], tile.item);
       const uint32_t end = tile.first_row + tile.rows;
-      if (end < plan.rows() && tile.rows < options.tile_rows) EXPECT_NE(plan.row_items[end], tile.item);
+      if (end < plan.rows() && tile.rows < options.tile_rows) {
+        EXPECT_NE(plan.row_items[end], tile.item);
+      }
       row = end;
     }
     EXPECT_EQ(row, plan.rows());
     // Items: distinct, in order of their rows; tables the prefix up to the last row's block.
     uint32_t offset = 0;
     for (uint32_t i = 0; i < plan.items.size(); ++i) {
-      if (i > 0) EXPECT_LT(plan.items[i - 1].eval_item, plan.items[i].eval_item);
+      if (i > 0) {
+        EXPECT_LT(plan.items[i - 1].eval_item, plan.items[i].eval_item);
+      }
       uint32_t last = 0;
       for (uint32_t r = 0; r < plan.rows(); ++r)
         if (plan.row_items[r] == i) last = std::max(last, plan.positions[r]);
@@ -109,11 +117,17 @@ void check_plan(const std::vector<EvalItem>& items, const StepPlanOptions& optio
     const uint64_t partials = uint64_t{plan.rows()} * options.num_heads * plan.splits;
     ASSERT_GE(plan.splits, 1u);
     ASSERT_LE(plan.splits, options.max_splits);
-    if (plan.splits > 1) EXPECT_LE(partials, options.partial_capacity);
-    if (plan.splits > 1) EXPECT_LT(blocks * (plan.splits - 1), options.target_blocks);
+    if (plan.splits > 1) {
+      EXPECT_LE(partials, options.partial_capacity);
+    }
+    if (plan.splits > 1) {
+      EXPECT_LT(blocks * (plan.splits - 1), options.target_blocks);
+    }
     const bool capped = plan.splits == options.max_splits ||
                         uint64_t{plan.rows()} * options.num_heads * (plan.splits + 1) > options.partial_capacity;
-    if (!capped) EXPECT_GE(blocks * plan.splits, options.target_blocks);
+    if (!capped) {
+      EXPECT_GE(blocks * plan.splits, options.target_blocks);
+    }
   }
   EXPECT_EQ(next, flat.size());
 }
@@ -122,14 +136,14 @@ TEST(CudaStepPlan, RandomBatchesMatchAPlainFlattening) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     StepPlanOptions options;
-    options.step_rows = 1 + rng() % 300;
-    options.tile_rows = 1 + rng() % 40;
-    options.kv_heads = 1 + rng() % 8;
-    options.num_heads = options.kv_heads * (1 + rng() % 8);
-    options.max_splits = 1 + rng() % 16;
-    options.target_blocks = 1 + rng() % 300;
-    options.partial_capacity = 1 + rng() % 20000;
-    const RandomEval eval(rng, 1 + rng() % 12, trial % 2 == 0 ? 4 : 200);
+    options.step_rows = 1 + pick(rng, 300);
+    options.tile_rows = 1 + pick(rng, 40);
+    options.kv_heads = 1 + pick(rng, 8);
+    options.num_heads = options.kv_heads * (1 + pick(rng, 8));
+    options.max_splits = 1 + pick(rng, 16);
+    options.target_blocks = 1 + pick(rng, 300);
+    options.partial_capacity = 1 + pick(rng, 20000);
+    const RandomEval eval(rng, 1 + pick(rng, 12), trial % 2 == 0 ? 4 : 200);
     SCOPED_TRACE("trial " + std::to_string(trial));
     check_plan(eval.items, options);
     if (testing::Test::HasFatalFailure()) return;
@@ -185,9 +199,9 @@ TEST(CudaStepPlan, PackedMetadataReadsBackAsThePlan) {
     for (size_t i = 0; i < plan.logits.size(); ++i) EXPECT_EQ(word(layout.logit_rows, i), plan.logits[i].row);
     for (size_t i = 0; i < plan.tables.size(); ++i) EXPECT_EQ(word(layout.tables, i), plan.tables[i]);
     // Arrays do not overlap and device reads of them are aligned.
-    const uint64_t offsets[] = {layout.tokens,     layout.positions,          layout.row_items,  layout.tile_first_rows,
-                                layout.tile_rows,  layout.tile_items,         layout.item_table_offsets,
-                                layout.logit_rows, layout.kv_bases,           layout.tables};
+    const uint64_t offsets[] = {layout.tokens,    layout.positions,  layout.row_items,          layout.tile_first_rows,
+                                layout.tile_rows, layout.tile_items, layout.item_table_offsets, layout.logit_rows,
+                                layout.kv_bases,  layout.tables};
     for (size_t i = 0; i + 1 < std::size(offsets); ++i) {
       EXPECT_EQ(offsets[i] % 16, 0u);
       const uint64_t size = offsets[i] == layout.kv_bases ? options.step_rows * 8ull : options.step_rows * 4ull;
