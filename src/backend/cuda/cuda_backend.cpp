@@ -147,8 +147,10 @@ class CudaBackend final : public Backend {
   Status prepare(const Model& model) {
     KIPP_RETURN_IF_ERROR(check_shapes());
     KIPP_RETURN_IF_ERROR(cuda_status(cudaSetDevice(device_.index), "cudaSetDevice"));
-    // Blocking: it waits for the K/V block copies made on the legacy default stream.
-    KIPP_RETURN_IF_ERROR(cuda_status(cudaStreamCreate(&stream_), "cudaStreamCreate"));
+    // Non-blocking: nothing on the legacy default stream may join a capture (K/V block copies
+    // there finish before copy_block returns).
+    KIPP_RETURN_IF_ERROR(
+        cuda_status(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"));
     KIPP_RETURN_IF_ERROR(
         cuda_status(cudaEventCreateWithFlags(&metadata_ready_, cudaEventDisableTiming), "cudaEventCreate"));
     KIPP_RETURN_IF_ERROR(upload_weights(model));

@@ -41,6 +41,10 @@ void CudaKvStorage::copy_block(uint32_t from, uint32_t to) {
   Status copied = cuda_status(
       cudaMemcpy(data_ + to * block_elements_, data_ + from * block_elements_, block_bytes, cudaMemcpyDeviceToDevice),
       "copying a K/V block (cudaMemcpy)");
+  // A device-to-device cudaMemcpy may return before the copy is done; the backend's stream does
+  // not wait for the legacy default stream, so the copy must be complete here.
+  if (copied.ok())
+    copied = cuda_status(cudaStreamSynchronize(cudaStreamLegacy), "copying a K/V block (cudaStreamSynchronize)");
   if (error_.ok() && !copied.ok()) error_ = std::move(copied);
 }
 

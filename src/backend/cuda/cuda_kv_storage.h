@@ -22,8 +22,8 @@ class CudaKvStorage final : public KvStorage {
 
   uint32_t num_blocks() const override { return num_blocks_; }
   uint64_t bytes() const override { return uint64_t{num_blocks_} * block_elements_ * sizeof(uint16_t); }
-  // A device-to-device copy on the legacy default stream, which the backend's (blocking) stream
-  // waits for; a failure is kept and reported by the next eval that uses this storage.
+  // A device-to-device copy, complete when it returns (the backend's stream does not wait for
+  // other streams); a failure is kept and reported by the next eval that uses this storage.
   void copy_block(uint32_t from, uint32_t to) override;
   uint64_t device_address() const { return reinterpret_cast<uint64_t>(data_); }
   // The first copy_block failure since the last call, or ok.
