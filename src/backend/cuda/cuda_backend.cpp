@@ -423,7 +423,7 @@ class CudaBackend final : public Backend {
     const DeviceInput in = cuda::device_input_layout(kernels::input_format(w.type), rows, w.cols, prepared_);
     if (!prepared) {
       cuda::prepare_input(x, x_stride, in, stream_);
-      KIPP_RETURN_IF_ERROR(cuda::launch_status("preparing a product's input"));
+      KIPP_RETURN_IF_ERROR(cuda::last_launch_status("preparing a product's input"));
     }
     return cuda::matmul(*matmul_, w, up, in, out, out_stride, epilogue, stream_);
   }

@@ -164,10 +164,10 @@ Status attention(const AttentionArgs& args, cudaStream_t stream) {
   const dim3 grid(args.tiles, args.kv_heads, args.splits);
   const uint64_t bytes = attention_shared_bytes(args.max_tile_rows, args.num_heads / args.kv_heads, args.head_dim);
   attention_kernel<<<grid, kWarps * 32, bytes, stream>>>(args);
-  KIPP_RETURN_IF_ERROR(launch_status("attention kernel"));
+  KIPP_RETURN_IF_ERROR(last_launch_status("attention kernel"));
   if (args.splits == 1) return ok_status();
   combine_kernel<<<dim3(args.rows, args.num_heads), args.head_dim, 0, stream>>>(args);
-  return launch_status("attention combine kernel");
+  return last_launch_status("attention combine kernel");
 }
 
 }  // namespace kipp::cuda

@@ -50,7 +50,7 @@ __global__ void embed_kernel(DeviceMatrix table, const uint32_t* tokens, float* 
 Status embed_rows(const DeviceMatrix& table, const uint32_t* tokens, uint32_t rows, float* x, cudaStream_t stream) {
   if (rows == 0) return ok_status();
   embed_kernel<<<rows, kThreads, 0, stream>>>(table, tokens, x);
-  return launch_status("embedding kernel");
+  return last_launch_status("embedding kernel");
 }
 
 }  // namespace kipp::cuda

@@ -15,6 +15,6 @@ inline Status cuda_status(cudaError_t error, const char* what) {
 }
 
 // After a launch: a bad configuration, or an error a previous kernel left behind.
-inline Status launch_status(const char* kernel) { return cuda_status(cudaGetLastError(), kernel); }
+inline Status last_launch_status(const char* kernel) { return cuda_status(cudaGetLastError(), kernel); }
 
 }  // namespace kipp::cuda

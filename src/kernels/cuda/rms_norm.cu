@@ -32,14 +32,14 @@ Status rms_norm_rows(const float* x, uint32_t x_stride, const uint32_t* row_inde
                      uint32_t width, float eps, float* out, uint32_t out_stride, cudaStream_t stream) {
   if (rows == 0) return ok_status();
   rms_norm_kernel<<<rows, kThreads, 0, stream>>>(x, x_stride, row_index, weight, width, eps, out, out_stride);
-  return launch_status("rms norm kernel");
+  return last_launch_status("rms norm kernel");
 }
 
 Status add_floats(float* acc, const float* x, uint64_t count, cudaStream_t stream) {
   if (count == 0) return ok_status();
   const uint64_t blocks = std::min<uint64_t>((count + kThreads - 1) / kThreads, 65535);
   add_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(acc, x, count);
-  return launch_status("add kernel");
+  return last_launch_status("add kernel");
 }
 
 }  // namespace kipp::cuda

@@ -56,7 +56,7 @@ Status qk_norm_rope_store(const QkRopeStore& args, cudaStream_t stream) {
   if (args.rows == 0) return ok_status();
   const dim3 grid(args.rows, args.num_heads + args.kv_heads);
   qk_rope_store_kernel<<<grid, args.head_dim / 2, 0, stream>>>(args);
-  return launch_status("q/k norm, rope and K/V store kernel");
+  return last_launch_status("q/k norm, rope and K/V store kernel");
 }
 
 }  // namespace kipp::cuda
