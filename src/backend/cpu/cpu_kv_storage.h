@@ -1,5 +1,5 @@
 // The CPU backend's K/V cache: blocks of kKvBlockPositions positions of one sequence, as BF16,
-// and where in a block each layer's and head's K and V lie.
+// arranged as kernels/kv_block_layout.h says.
 #pragma once
 
 #include <algorithm>
@@ -9,31 +9,12 @@
 #include <memory>
 
 #include "backend/backend.h"
+#include "kernels/kv_block_layout.h"
 #include "kernels/weights.h"
 
 namespace kipp {
 
 static_assert(kernels::kKvBlockPositions == kipp::kKvBlockPositions);
-
-// A block holds, per layer, the K of all kv heads and then their V; each head's positions lie
-// together, so one head's attention reads its K and V in order, a stream the hardware prefetchers
-// follow (bench/attention_bench compares arrangements).
-struct KvBlockLayout {
-  size_t layers;
-  size_t kv_heads;
-  size_t head_dim;
-
-  // One head's K (or V) for all positions of a block.
-  size_t head_elements() const { return kKvBlockPositions * head_dim; }
-  size_t layer_elements() const { return 2 * kv_heads * head_elements(); }
-  size_t block_elements() const { return layers * layer_elements(); }
-  // Offsets in a block of the first position of a layer's head.
-  size_t k(size_t layer, size_t head) const { return layer * layer_elements() + head * head_elements(); }
-  size_t v(size_t layer, size_t head) const { return k(layer, head) + kv_heads * head_elements(); }
-  // The sequence's block that holds a position, and the position's offset within a head's rows.
-  static size_t block_of(uint32_t position) { return position / kKvBlockPositions; }
-  size_t slot(uint32_t position) const { return (position % kKvBlockPositions) * head_dim; }
-};
 
 class CpuKvStorage final : public KvStorage {
  public:
