@@ -2,6 +2,7 @@
 // vectors (8 values per lane per step) and multiplies it with every input row, one FP32 sum
 // per row in registers, reduced across the warp at the end. The product of two BF16 values is
 // exact in FP32, so the fused multiply-add rounds exactly as a multiply then an add would.
+#include "kernels/cuda/launch_status.h"
 #include "kernels/cuda/matmul_device.cuh"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/matmul_plan.h"
@@ -72,7 +73,7 @@ Status launch_rows(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
   else
     bf16_decode_kernel<Rows, false><<<grid, kWarps * 32, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, w.cols,
                                                                       in.bf16, out, out_stride, epilogue);
-  return launch_status("bf16_decode_kernel");
+  return last_launch_status("bf16_decode_kernel");
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The kernels behind matmul(), one launcher per path (arguments already checked by
-// check_matmul_arguments). Each returns launch_status naming its kernel.
+// check_matmul_arguments). Each returns last_launch_status naming its kernel.
 #pragma once
 
 #include <cuda_runtime.h>

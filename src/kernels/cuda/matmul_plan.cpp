@@ -101,10 +101,4 @@ Status check_matmul_arguments(const DeviceMatrix& w, const DeviceMatrix* up, con
   return ok_status();
 }
 
-Status launch_status(const char* kernel) {
-  const cudaError_t error = cudaGetLastError();
-  if (error == cudaSuccess) return ok_status();
-  return make_error(std::string(kernel) + " launch failed: " + cudaGetErrorString(error));
-}
-
 }  // namespace kipp::cuda

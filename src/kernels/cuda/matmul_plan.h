@@ -30,7 +30,4 @@ uint64_t weight_row_bytes(GgmlType type, uint32_t cols);
 Status check_matmul_arguments(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceInput& in, const float* out,
                               uint32_t out_stride, Epilogue epilogue, uint32_t max_rows, uint32_t max_outputs);
 
-// ok, or "<kernel> launch failed: <CUDA error>" for the last launch on this thread.
-Status launch_status(const char* kernel);
-
 }  // namespace kipp::cuda

@@ -4,6 +4,7 @@
 // the warp adds the 32 lane sums by a butterfly, so only the order of the block sums differs
 // from kernels::ref::matmul.
 #include "format/quant.h"
+#include "kernels/cuda/launch_status.h"
 #include "kernels/cuda/matmul_device.cuh"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/matmul_plan.h"
@@ -81,7 +82,7 @@ Status launch_rows(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
   else
     quant_decode_kernel<Type, Rows, false>
         <<<grid, kWarps * 32, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, w.cols, in, out, out_stride, epilogue);
-  return launch_status("quant_decode_kernel");
+  return last_launch_status("quant_decode_kernel");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // then sums 4 outputs x 4 rows. Every output adds its block terms one after another in block
 // order, the reference's own sequence, so this path matches kernels::ref::matmul bit for bit.
 #include "format/quant.h"
+#include "kernels/cuda/launch_status.h"
 #include "kernels/cuda/matmul_device.cuh"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/matmul_plan.h"
@@ -157,7 +158,7 @@ Status launch_type(const DeviceMatrix& w, const DeviceMatrix* up, const DeviceIn
   else
     quant_tiled_kernel<Type, false>
         <<<grid, kThreads, 0, stream>>>(w.data, nullptr, w.row_bytes, w.rows, in, out, out_stride, epilogue);
-  return launch_status("quant_tiled_kernel");
+  return last_launch_status("quant_tiled_kernel");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The SwiGlu epilogue of the cuBLASLt path, one element per thread (the gate product is already in
 // the output, the up product in the context's scratch).
+#include "kernels/cuda/launch_status.h"
 #include "kernels/cuda/matmul_device.cuh"
 #include "kernels/cuda/matmul_kernels.h"
 #include "kernels/cuda/matmul_plan.h"
@@ -26,7 +27,7 @@ Status launch_swiglu(float* out, uint32_t out_stride, const float* up, uint32_t 
   const uint64_t ctas = (uint64_t{rows} * outputs + kThreads - 1) / kThreads;
   const auto grid = static_cast<unsigned>(ctas < 65536 ? ctas : 65536);  // the kernel strides over the rest
   swiglu_kernel<<<grid, kThreads, 0, stream>>>(out, out_stride, up, rows, outputs);
-  return launch_status("swiglu_kernel");
+  return last_launch_status("swiglu_kernel");
 }
 
 }  // namespace kipp::cuda
