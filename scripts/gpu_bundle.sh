@@ -7,6 +7,7 @@
 #               cuDNN, NCCL, ...): the GPU machine has its own
 #   tokenizer/  the Qwen3 tokenizer files, for tools/make_synthetic.py there
 #   BUILD_INFO  the commit, the toolkit, the architectures, which gate programs were built
+#   SOURCES.sha256  the sources they were built from
 # The scripts it runs there (scripts/gpu_check.sh, tools/, bench/) travel with the working tree.
 # Fails when .gpu/ is over the size limit (56 MiB: a device run carries at most 64 MiB in all).
 #
@@ -87,6 +88,10 @@ cp "$tok_dir/tokenizer.json" "$tok_dir/tokenizer_config.json" "$stage/tokenizer/
   echo "programs ${programs[*]}"
   echo "not_built ${not_built[*]}"
 } >"$stage/BUILD_INFO"
+
+# What the programs were built from, so the check can tell a bundle older than the checkout beside it.
+git ls-files -z -- CMakeLists.txt CMakePresets.json cmake include src tests/cuda tests/integration |
+  xargs -0 sha256sum >"$stage/SOURCES.sha256" || die "cannot hash the sources"
 
 mkdir -p .gpu
 rm -f .gpu/bundle.tar.xz.tmp

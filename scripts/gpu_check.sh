@@ -96,6 +96,7 @@ run_step() {
     step_rc=-1
     record "$name" "$kind" "skipped" "" 0 "" "no time left before the deadline"
     note "$name: skipped (deadline)"
+    problems=$((problems + 1))
     return
   fi
   local t0 t1
@@ -156,6 +157,15 @@ if [[ "$(cat "$bundle/.sum" 2>/dev/null)" != "$bundle_sum" ]]; then
   echo "$bundle_sum" >"$bundle/.sum"
 fi
 sed 's/^/bundle: /' "$bundle/BUILD_INFO"
+# A bundle built from other sources than this checkout's would test something else.
+if (cd "$repo" && sha256sum --quiet -c "$bundle/SOURCES.sha256") >"$logs/sources.log" 2>&1; then
+  record sources setup passed 0 0 sources.log "the bundle matches this checkout"
+else
+  differ="$(grep -c 'FAILED' "$logs/sources.log")"
+  echo "the bundle was built from other sources: $differ file(s) differ (scripts/gpu_bundle.sh again)"
+  record sources setup failed 1 0 sources.log "$differ source file(s) differ from the bundle's"
+  problems=$((problems + 1))
+fi
 
 # The CUDA libraries the bundle leaves out (cuBLAS, cuBLASLt, ...): the toolkit's folder, else where
 # the loader or the python packages have them.
