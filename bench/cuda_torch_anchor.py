@@ -75,7 +75,19 @@ def load_weights(model_dir, device, dtype):
             })
     except RefError as e:
         raise AnchorError(str(e))
+    tensors = [w["embed"], w["norm"], w["head"]] + [t for layer in w["layers"] for t in layer.values()]
+    mark_static(tensors)
     return w, dims
+
+
+def mark_static(tensors):
+    """Tells torch.compile's CUDA graphs that these tensors keep their addresses, so a replay reads
+    them in place instead of copying them into the graph's own input buffers (a copy of every
+    weight per decode step)."""
+    mark = getattr(getattr(torch, "_dynamo", None), "mark_static_address", None)
+    if mark is not None:
+        for t in tensors:
+            mark(t)
 
 
 def rms_norm(x, weight, eps):
@@ -107,16 +119,13 @@ class StaticQwen3:
         nkv, hd = dims["kv_heads"], dims["head_dim"]
         self.k_cache = [torch.zeros(batch, nkv, max_len, hd, device=device, dtype=dtype) for _ in weights["layers"]]
         self.v_cache = [torch.zeros(batch, nkv, max_len, hd, device=device, dtype=dtype) for _ in weights["layers"]]
-        mark = getattr(getattr(torch, "_dynamo", None), "mark_static_address", None)
-        if mark is not None:  # lets a CUDA-graph replay write the caches in place
-            for c in self.k_cache + self.v_cache:
-                mark(c)
         inv_freq = 1.0 / (dims["theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
         ang = torch.arange(max_len, dtype=torch.float64)[:, None] * inv_freq[None, :]
         ang = torch.cat((ang, ang), dim=-1)
         self.cos = ang.cos().to(device=device, dtype=torch.float32)
         self.sin = ang.sin().to(device=device, dtype=torch.float32)
         self.key_pos = torch.arange(max_len, device=device)
+        mark_static(self.k_cache + self.v_cache + [self.cos, self.sin, self.key_pos])
 
     def forward(self, ids, positions):
         """ids [batch, T], positions [T] (the same for every sequence): greedy next ids [batch]."""
@@ -214,7 +223,8 @@ def measure_prefill(args, w, dims, n, compiled, clock, device, dtype):
 
 def measure_decode(args, w, dims, batch, compiled, clock, device, dtype):
     steps = args.warmup + args.gen
-    model = StaticQwen3(w, dims, batch, args.prompt_len + steps, device, dtype)
+    # The cache rounded up to 64 positions keeps the attention mask's rows aligned for the fused kernels.
+    model = StaticQwen3(w, dims, batch, -(-(args.prompt_len + steps) // 64) * 64, device, dtype)
     gen = torch.Generator().manual_seed(1000 + batch)
     ids = random_ids(gen, batch, args.prompt_len, device)
     prefill_s, nxt = clock.time(lambda: model.forward(ids, torch.arange(args.prompt_len, device=device)))

@@ -51,6 +51,7 @@ die() { echo "gpu_check: error: $*" >&2; exit 2; }
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=""
 dry=0
+all_args=("$@")
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
@@ -64,6 +65,12 @@ done
 [[ -f "$repo/.gpu/bundle.tar.xz" ]] || die "no bundle: run scripts/gpu_bundle.sh first (and carry .gpu)"
 mkdir -p "$out" || die "cannot create $out"
 out="$(cd "$out" && pwd)"
+# The whole output also goes to OUT_DIR/gpu_check.log; a pipeline (not a process substitution)
+# so that the table printed last is out before the script returns.
+if [[ -z "${KIPP_GPU_CHECK_LOGGED:-}" ]]; then
+  KIPP_GPU_CHECK_LOGGED=1 bash "${BASH_SOURCE[0]}" "${all_args[@]}" 2>&1 | tee "$out/gpu_check.log"
+  exit "${PIPESTATUS[0]}"
+fi
 work="${KIPP_GPU_WORK:-/tmp/kipp-gpu-check}"
 bundle="$work/bundle"
 models="$work/models"
@@ -73,7 +80,6 @@ mkdir -p "$work" "$models" || die "cannot create $work"
 rm -rf "$logs" "$work/scratch" "$work/results"
 mkdir -p "$logs" "$work/scratch" "$work/results" "$work/wrap"
 : >"$steps"
-exec > >(tee "$out/gpu_check.log") 2>&1
 t_start=$(date +%s)
 cd "$repo"
 
@@ -122,8 +128,10 @@ status_of() {  # KIND RC -> status word
 note "gpu_check $([[ $dry == 1 ]] && echo '(dry run) ')in $repo, budget ${BUDGET_S} s, scratch $work"
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi 2>&1 | tee "$logs/nvidia-smi.log"
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem,power.limit \
-             --format=csv 2>&1 | tee "$work/results/gpu.csv"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,clocks.max.memory,power.limit \
+             --format=csv >"$work/results/gpu.csv" 2>&1 ||
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$work/results/gpu.csv" 2>&1
+  cat "$work/results/gpu.csv"
 else
   echo "nvidia-smi not found" | tee "$logs/nvidia-smi.log"
   [[ $dry == 1 ]] || { echo "no nvidia-smi: is this the GPU machine?"; problems=$((problems + 1)); }
@@ -169,18 +177,21 @@ fi
 
 # The CUDA libraries the bundle leaves out (cuBLAS, cuBLASLt, ...): the toolkit's folder, else where
 # the loader or the python packages have them.
+# kipp opens libcublasLt.so.<the build's CUDA major version>.
+cuda_major="$(sed -n 's/^cuda \([0-9]*\)\..*/\1/p' "$bundle/BUILD_INFO")"
+lt="libcublasLt.so.${cuda_major:-*}"
 cuda_lib=""
 for d in ${CUDA_HOME:+"$CUDA_HOME/lib64" "$CUDA_HOME/lib"} /usr/local/cuda/lib64 /usr/local/cuda/lib \
          /usr/local/cuda/targets/x86_64-linux/lib; do
-  if compgen -G "$d/libcublasLt.so.*" >/dev/null; then cuda_lib="$d"; break; fi
+  if compgen -G "$d/$lt" >/dev/null; then cuda_lib="$d"; break; fi
 done
 if [[ -z "$cuda_lib" ]]; then
-  found="$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\./ { print $NF; exit }')"
-  [[ -z "$found" ]] && found="$("$py" -c 'import glob, os, nvidia; print(next(iter(sorted(glob.glob(os.path.join(os.path.dirname(nvidia.__file__), "**", "libcublasLt.so.*"), recursive=True))), ""))' 2>/dev/null)"
+  found="$(ldconfig -p 2>/dev/null | awk -v lt="$lt" '$1 == lt { print $NF; exit }')"
+  [[ -z "$found" ]] && found="$("$py" -c 'import glob, os, sys, nvidia; print(next(iter(sorted(glob.glob(os.path.join(os.path.dirname(nvidia.__file__), "**", sys.argv[1]), recursive=True))), ""))' "$lt" 2>/dev/null)"
   [[ -n "$found" ]] && cuda_lib="$(dirname "$found")"
 fi
 if [[ -z "$cuda_lib" ]]; then
-  echo "no folder with libcublasLt.so.* found (set CUDA_HOME)"
+  echo "no folder with $lt found (set CUDA_HOME)"
   problems=$((problems + 1))
 fi
 echo "cuda libraries: ${cuda_lib:-none}"

@@ -45,7 +45,7 @@ def read_steps(path):
 
 def bench_figures(runs):
     """Headline figures from the kipp bench runs: prefill per length, decode, batch per size."""
-    fig = {"prefill": {}, "decode": None, "batch": {}, "probes": None}
+    fig = {"prefill": {}, "decode": None, "batch": {}, "probes": None, "device": None}
     for run in runs:
         doc = run["result"]
         for p in doc.get("prefill") or []:
@@ -55,12 +55,15 @@ def bench_figures(runs):
             d = doc["decode"]
             fig["decode"] = {"tokens_per_second": get(d, "tokens_per_second", "median"),
                              "bandwidth_fraction": d.get("bandwidth_fraction"), "prompt_tokens": d.get("prompt_tokens")}
-        b = doc.get("batch")
-        if isinstance(b, dict) and b.get("sequences"):
-            fig["batch"][str(b["sequences"])] = {"tokens_per_second": get(b, "aggregate_tokens_per_second", "median"),
-                                                 "speedup_vs_single_sequence": b.get("speedup_vs_single_sequence")}
-        if fig["probes"] is None and doc.get("probes"):
-            fig["probes"] = doc["probes"]
+        # "batches" lists every --batch size where a run takes several; "batch" is the first.
+        for b in (doc.get("batches") or []) + [doc.get("batch")]:
+            if isinstance(b, dict) and b.get("sequences") and str(b["sequences"]) not in fig["batch"]:
+                fig["batch"][str(b["sequences"])] = {
+                    "tokens_per_second": get(b, "aggregate_tokens_per_second", "median"),
+                    "speedup_vs_single_sequence": b.get("speedup_vs_single_sequence")}
+        for key in ("probes", "device"):
+            if fig[key] is None and doc.get(key):
+                fig[key] = doc[key]
     return fig
 
 
@@ -134,7 +137,7 @@ def main(argv=None):
     serve = load_json(results / "serve.json")
     bench = bench_figures(runs)
     anchor_fig = anchor_figures(anchor) if isinstance(anchor, dict) else None
-    serve_fig = {str(lv.get("concurrency")): lv.get("tokens_per_second") for lv in get(serve, "levels") or []}
+    serve_fig = {str(lv.get("concurrency")): lv.get("tokens_per_s") for lv in get(serve, "levels") or []}
 
     summary = {"dry_run": bool(args.dry_run), "seconds": args.seconds, "problems": args.problems,
                "gpu": gpu, "bundle": build, "steps": steps,
@@ -157,6 +160,10 @@ def main(argv=None):
         print(f"{s['name'][:24]:24} {s['kind'][:6]:6} {s['status'][:10]:10} {fmt(s['exit']):>5} {fmt(s['seconds']):>7}  "
               f"{(s['note'] or '')[:70]}")
     if not args.dry_run:
+        ceil = get(bench, "device", "ceilings") or {}
+        if ceil:
+            print(f"card ceilings (kipp bench): copy {fmt((ceil.get('copy_bytes_per_second') or 0) / 1e9)} GB/s, "
+                  f"BF16 product {fmt((ceil.get('bf16_flops_per_second') or 0) / 1e12)} TFLOP/s")
         print("kipp bench (0.6b bf16), tokens/s:")
         for n, v in bench["prefill"].items():
             print(f"  prefill {n:>5}: {fmt(v['tokens_per_second'])}  (peak fraction {fmt(v['fraction_of_peak'], 3)})")
