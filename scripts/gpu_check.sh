@@ -17,7 +17,9 @@
 # SKIPPED, exit 77, not crash or pass), checks each kipp command's flags against its --help, runs
 # the anchor's CPU self-check, and the server client against kipp serve on the CPU.
 #
-# Usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS]
+# Usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS] [--only REGEX]
+# --only REGEX runs only the gates and measurements whose names match (for a short second run on
+# the same machine, which reuses the models), besides the machine and bundle checks.
 # Environment: KIPP_GPU_WORK (scratch folder, default /tmp/kipp-gpu-check; the models are kept
 # there, so a second run on the same machine skips making them), KIPP_GPU_PYTHON (the python3
 # with torch and numpy; default the first of python3, /usr/bin/python3 that imports both).
@@ -27,9 +29,9 @@ set -uo pipefail
 BUDGET_S=480            # the whole run; --budget overrides
 RESERVE_S=15            # kept for the summary at the end
 # Each phase ends at this share of the budget (or earlier steps' slack moves it forward).
-PHASE_END_PCT_GATES=45  # models + gates
-PHASE_END_PCT_BENCH=65
-PHASE_END_PCT_ANCHOR=90
+PHASE_END_PCT_GATES=50  # models + gates
+PHASE_END_PCT_BENCH=66
+PHASE_END_PCT_ANCHOR=88
 MODELS_TIMEOUT_S=240
 BENCH_MODEL=qwen3-0.6b-bf16
 # name  timeout_s  kipp bench arguments (after --backend cuda -m MODEL --json FILE)
@@ -51,11 +53,13 @@ die() { echo "gpu_check: error: $*" >&2; exit 2; }
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=""
 dry=0
+only=""
 all_args=("$@")
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --dry-run) dry=1; shift ;;
     --budget) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || die "--budget needs a number of seconds"; BUDGET_S="$2"; shift 2 ;;
+    --only) [[ $# -ge 2 ]] || die "--only needs a regular expression"; only="$2"; shift 2 ;;
     -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [[ -z "$out" ]] || die "one OUT_DIR only"; out="$1"; shift ;;
@@ -91,11 +95,17 @@ problems=0
 record() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "${7//$'\t'/ }" >>"$steps"; }
 note() { echo "== $*"; }
 
+selected() { [[ -z "$only" || "$1" =~ $only ]]; }
+
 # run_step NAME KIND TIMEOUT_S LOG CMD...: runs CMD under its timeout, capped by the phase's end;
-# the exit code is left in $step_rc (-1 when the deadline left no time).
+# the exit code is left in $step_rc (-1 when the deadline left no time, -2 when --only leaves it out).
 run_step() {
   local name="$1" kind="$2" limit="$3" log="$4"
   shift 4
+  if ! selected "$name"; then
+    step_rc=-2
+    return
+  fi
   local left=$((phase_end - $(date +%s)))
   ((limit > left)) && limit=$left
   if ((limit < 5)); then
@@ -236,6 +246,7 @@ needs_models() { [[ "$1" == *"{models}"* ]]; }
 run_gate() {  # one row of scripts/gpu_gates.txt
   local name kind limit rest
   read -r name kind limit rest <<<"$1"
+  selected "$name" || return
   local scratch="$work/scratch/$name"
   mkdir -p "$scratch"
   rest="${rest//\{bin\}/$bundle/bin}"
@@ -268,7 +279,7 @@ run_gate() {  # one row of scripts/gpu_gates.txt
     return
   fi
   LD_LIBRARY_PATH="$kipp_ld" run_step "$name" "$kind" "$limit" "$log" "${cmd[@]}"
-  [[ $step_rc == -1 ]] && return
+  ((step_rc < 0)) && return
   local status; status="$(status_of "$kind" "$step_rc")"
   local why=""
   [[ "$status" == passed ]] || why="$(grep -v '^[[:space:]]*$' "$log" | tail -n1 | cut -c1-200)"
@@ -334,7 +345,9 @@ for row in "${gate_rows[@]}"; do needs_models "$row" && run_gate "$row"; done
 # ---------------------------------------------------------------- kipp bench --backend cuda
 phase_end=$((t_start + BUDGET_S * PHASE_END_PCT_BENCH / 100))
 bench_model="$models/$BENCH_MODEL.gguf"
-if [[ $dry == 1 ]]; then
+bench_selected=0
+for row in "${BENCH_RUNS[@]}"; do selected "${row%% *}" && bench_selected=1; done
+if [[ $dry == 1 && $bench_selected == 1 ]]; then
   LD_LIBRARY_PATH="$kipp_ld" "$bundle/bin/kipp" bench --help >"$logs/bench-help.log" 2>&1
   missing=()
   for row in "${BENCH_RUNS[@]}"; do
@@ -349,13 +362,13 @@ if [[ $dry == 1 ]]; then
   else
     record bench bench "flags ok" 0 0 bench-help.log ""
   fi
-else
+elif [[ $dry == 0 ]]; then
   for row in "${BENCH_RUNS[@]}"; do
     read -ra words <<<"$row"
     name="${words[0]}"
     run_step "$name" bench "${words[1]}" "$logs/$name.log" "$kipp" bench --backend cuda -m "$bench_model" \
       "${words[@]:2}" --json "$work/results/$name.json"
-    [[ $step_rc == -1 ]] && continue
+    ((step_rc < 0)) && continue
     status="$(status_of bench "$step_rc")"
     [[ "$status" == passed ]] || problems=$((problems + 1))
     record "$name" bench "$status" "$step_rc" "$step_seconds" "$name.log" "$(tail -n1 "$logs/$name.log" | cut -c1-200)"
@@ -375,7 +388,7 @@ left=$((phase_end - $(date +%s)))
 ((left > ANCHOR_TIMEOUT_S)) && left=$ANCHOR_TIMEOUT_S
 run_step torch_anchor bench "$ANCHOR_TIMEOUT_S" "$logs/torch_anchor.log" "$pyw" bench/cuda_torch_anchor.py \
   "${anchor[@]}" --out "$work/results/torch_anchor.json" --budget-s $((left > 60 ? left - 40 : 20))
-if [[ $step_rc != -1 ]]; then
+if ((step_rc >= 0)); then
   status="$(status_of bench "$step_rc")"
   [[ "$status" == passed ]] || problems=$((problems + 1))
   record torch_anchor bench "$status" "$step_rc" "$step_seconds" torch_anchor.log "$(tail -n1 "$logs/torch_anchor.log" | cut -c1-200)"
@@ -391,7 +404,7 @@ else
 fi
 run_step serve bench "$SERVE_TIMEOUT_S" "$logs/serve.log" "$pyw" bench/serve_throughput.py --kipp "$kipp" \
   "${serve[@]}" --out "$work/results/serve.json"
-if [[ $step_rc != -1 ]]; then
+if ((step_rc >= 0)); then
   status="$(status_of bench "$step_rc")"
   [[ "$status" == passed ]] || problems=$((problems + 1))
   record serve bench "$status" "$step_rc" "$step_seconds" serve.log "$(tail -n1 "$logs/serve.log" | cut -c1-200)"
