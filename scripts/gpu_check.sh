@@ -41,11 +41,11 @@ BENCH_RUNS=(
   "bench_b128  60   --prompt-len 512 --gen 32 --repeats 1 --batch 128 --no-probe"
 )
 ANCHOR_TIMEOUT_S=150
-ANCHOR_ARGS=(--prefill 512,2048 --batches 1,8,32,128 --prompt-len 512 --gen 32)
+ANCHOR_ARGS=(--prefill "512,2048" --batches "1,8,32,128" --prompt-len 512 --gen 32)
 SERVE_TIMEOUT_S=90
-SERVE_ARGS=(--levels 1,16,64 --rounds 2 --max-tokens 64 --ctx 1024)
+SERVE_ARGS=(--levels "1,16,64" --rounds 2 --max-tokens 64 --ctx 1024)
 # The dry run's small versions, on the tiny model and the CPU.
-DRY_SERVE_ARGS=(--levels 1,2 --rounds 1 --max-tokens 4 --ctx 256)
+DRY_SERVE_ARGS=(--levels "1,2" --rounds 1 --max-tokens 4 --ctx 256)
 LOG_CAP_BYTES=$((4 * 1024 * 1024))
 
 # ---------------------------------------------------------------- arguments and folders
@@ -60,12 +60,12 @@ while [[ $# -gt 0 ]]; do
     --dry-run) dry=1; shift ;;
     --budget) [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || die "--budget needs a number of seconds"; BUDGET_S="$2"; shift 2 ;;
     --only) [[ $# -ge 2 ]] || die "--only needs a regular expression"; only="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [[ -z "$out" ]] || die "one OUT_DIR only"; out="$1"; shift ;;
   esac
 done
-[[ -n "$out" ]] || die "usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS]"
+[[ -n "$out" ]] || die "usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS] [--only REGEX]"
 [[ -f "$repo/.gpu/bundle.tar.xz" ]] || die "no bundle: run scripts/gpu_bundle.sh first (and carry .gpu)"
 mkdir -p "$out" || die "cannot create $out"
 out="$(cd "$out" && pwd)"
@@ -85,7 +85,7 @@ rm -rf "$logs" "$work/scratch" "$work/results"
 mkdir -p "$logs" "$work/scratch" "$work/results" "$work/wrap"
 : >"$steps"
 t_start=$(date +%s)
-cd "$repo"
+cd "$repo" || die "cannot enter $repo"
 
 phase_end=$((t_start + BUDGET_S * PHASE_END_PCT_GATES / 100))
 run_end=$((t_start + BUDGET_S - RESERVE_S))
@@ -121,7 +121,6 @@ run_step() {
   step_rc=$?
   t1=$(date +%s.%N)
   step_seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
-  step_limit=$limit
 }
 
 status_of() {  # KIND RC -> status word
