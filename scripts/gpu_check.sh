@@ -15,7 +15,8 @@
 # that every program's libraries resolve (the bundle's lib/ and the CUDA libraries), compiles the
 # Python scripts, makes and converts the tiny model, runs every gate program (each must report
 # SKIPPED, exit 77, not crash or pass), checks each kipp command's flags against its --help, runs
-# the anchor's CPU self-check, and the server client against kipp serve on the CPU.
+# kipp bench briefly on the CPU, the anchor's CPU self-check, and the server client against
+# kipp serve on the CPU.
 #
 # Usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS] [--only REGEX]
 # --only REGEX runs only the gates and measurements whose names match (for a short second run on
@@ -45,7 +46,8 @@ ANCHOR_ARGS=(--prefill "512,2048" --batches "1,8,32,128" --prompt-len 512 --gen 
 SERVE_TIMEOUT_S=90
 SERVE_ARGS=(--levels "1,16,64" --rounds 2 --max-tokens 64 --ctx 1024)
 # The dry run's small versions, on the tiny model and the CPU.
-DRY_SERVE_ARGS=(--levels "1,2" --rounds 1 --max-tokens 4 --ctx 256)
+DRY_SERVE_ARGS=(--levels "1,2" --rounds 1 --max-tokens 4 --ctx 256 --server-arg=--backend=cpu)
+DRY_BENCH_ARGS=(--backend cpu --prompt-len 8 --gen 2 --repeats 1 --batch 2 --no-probe)
 LOG_CAP_BYTES=$((4 * 1024 * 1024))
 
 # ---------------------------------------------------------------- arguments and folders
@@ -360,6 +362,14 @@ if [[ $dry == 1 && $bench_selected == 1 ]]; then
     problems=$((problems + 1))
   else
     record bench bench "flags ok" 0 0 bench-help.log ""
+  fi
+  # One small run on the CPU: the flags parse and the summary reads the JSON.
+  run_step bench_cpu bench 60 "$logs/bench_cpu.log" "$kipp" bench -m "$models/tiny-bf16.gguf" "${DRY_BENCH_ARGS[@]}" \
+    --json "$work/results/bench_cpu.json"
+  if ((step_rc >= 0)); then
+    status="$(status_of bench "$step_rc")"
+    [[ "$status" == passed ]] || problems=$((problems + 1))
+    record bench_cpu bench "$status" "$step_rc" "$step_seconds" bench_cpu.log "$(tail -n1 "$logs/bench_cpu.log" | cut -c1-200)"
   fi
 elif [[ $dry == 0 ]]; then
   for row in "${BENCH_RUNS[@]}"; do
