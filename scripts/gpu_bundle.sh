@@ -9,7 +9,8 @@
 #   BUILD_INFO  the commit, the toolkit, the architectures, which gate programs were built
 #   SOURCES.sha256  the sources they were built from
 # The scripts it runs there (scripts/gpu_check.sh, tools/, bench/) travel with the working tree.
-# Fails when .gpu/ is over the size limit (56 MiB: a device run carries at most 64 MiB in all).
+# Fails when .gpu/ is over 56 MiB (what travels to a borrowed GPU machine, the checkout included, is
+# limited to 64 MiB).
 #
 # Usage: scripts/gpu_bundle.sh [--jobs N] [--no-build]
 #   --jobs N     build parallelism (default: the number of cores)
