@@ -30,8 +30,8 @@ set -uo pipefail
 BUDGET_S=480            # the whole run; --budget overrides
 RESERVE_S=15            # kept for the summary at the end
 # Each phase ends at this share of the budget (or earlier steps' slack moves it forward).
-PHASE_END_PCT_GATES=50  # models + gates
-PHASE_END_PCT_BENCH=66
+PHASE_END_PCT_GATES=55  # models + gates
+PHASE_END_PCT_BENCH=69
 PHASE_END_PCT_ANCHOR=88
 MODELS_TIMEOUT_S=240
 BENCH_MODEL=qwen3-0.6b-bf16
