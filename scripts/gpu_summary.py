@@ -155,9 +155,9 @@ def main(argv=None):
     print()
     print(f"GPU check{' (DRY RUN: nothing ran on a GPU)' if args.dry_run else ''}: {card}, {args.seconds} s, "
           f"{args.problems} problem(s)")
-    print(f"{'step':24} {'kind':6} {'status':10} {'exit':>5} {'s':>7}  note")
+    print(f"{'step':26} {'kind':6} {'status':10} {'exit':>5} {'s':>7}  note")
     for s in steps:
-        print(f"{s['name'][:24]:24} {s['kind'][:6]:6} {s['status'][:10]:10} {fmt(s['exit']):>5} {fmt(s['seconds']):>7}  "
+        print(f"{s['name'][:26]:26} {s['kind'][:6]:6} {s['status'][:10]:10} {fmt(s['exit']):>5} {fmt(s['seconds']):>7}  "
               f"{(s['note'] or '')[:70]}")
     if not args.dry_run:
         ceil = get(bench, "device", "ceilings") or {}
