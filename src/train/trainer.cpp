@@ -32,6 +32,7 @@
 #include "train/peft_adapter.h"
 #include "train/run_log.h"
 #include "train/samples.h"
+#include "train/train_device.h"
 #include "train/training_data.h"
 #include "train/training_model.h"
 #include "xxhash.h"
@@ -639,6 +640,7 @@ Expected<data::PackedDataset> load_data_rank0_first(Collective& collective, cons
 Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop) {
   const TrainConfig& config = run.config;
   const std::string latest = config.run_dir + "/latest";
+  if (config.train.device == TrainDevice::Cuda) return cuda_step_unavailable();
   KIPP_RETURN_IF_ERROR(check_run_dir(run, latest));
   std::unique_ptr<Collective> one_process = run.collective ? nullptr : make_local_collective();
   Collective& collective = run.collective ? *run.collective : *one_process;

@@ -1,0 +1,18 @@
+# Training on an NVIDIA GPU. `kipp train --device cuda` is checked before any work and fails
+# with a message naming train.device on every machine (no CUDA build, no GPU, or the GPU step
+# not yet available). Where the CUDA backend is built, cuda_train_gates holds the GPU training
+# kernels to the CPU trainer's passes; without a usable GPU it reports SKIPPED (exit 77).
+add_test(NAME train_device_cuda_checked
+         COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/expect_error.sh "train\\.device: cuda" $<TARGET_FILE:kipp>
+                 train --config ${CMAKE_SOURCE_DIR}/configs/tiny.yaml --device cuda --set
+                 tokenizer=${KIPP_TRAIN_TOKENIZER} --set data.train=[${KIPP_TRAIN_CORPUS}] --set
+                 run.dir=${KIPP_TRAIN_WORK}/device-cuda)
+set_tests_properties(train_device_cuda_checked PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus" TIMEOUT 60)
+
+if(KIPP_HAVE_CUDA)
+  add_executable(cuda_train_gates integration/cuda_train_gates.cpp)
+  target_compile_options(cuda_train_gates PRIVATE ${KIPP_WARNINGS})
+  target_link_libraries(cuda_train_gates PRIVATE kipplib)
+  add_test(NAME cuda_train_gates COMMAND cuda_train_gates)
+  set_tests_properties(cuda_train_gates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
