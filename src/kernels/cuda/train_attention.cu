@@ -11,7 +11,8 @@ constexpr uint32_t kLanesDims = kMaxHeadDim / kWarp;  // head dims one lane hold
 
 // The sum over the warp in a butterfly: every lane gets the same value, the same on every run.
 __device__ __forceinline__ float warp_sum(float value) {
-  for (uint32_t offset = kWarp / 2; offset > 0; offset /= 2) value = add(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (uint32_t offset = kWarp / 2; offset > 0; offset /= 2)
+    value = add(value, __shfl_xor_sync(0xffffffffu, value, offset));
   return value;
 }
 
@@ -130,8 +131,8 @@ __global__ void attention_dkv_kernel(const float* qk, const float* qkv, const fl
       const uint64_t pair = uint64_t(row) * s.q_heads + head;
       const float* q = q_at(qk, s, row, head);
       const float* d_o = dout + pair * s.head_dim;
-      const float p = mul(fast_exp(sub(mul(head_dot(q, k, s.head_dim, lane), scale), stats[pair * 2])),
-                          stats[pair * 2 + 1]);
+      const float p =
+          mul(fast_exp(sub(mul(head_dot(q, k, s.head_dim, lane), scale), stats[pair * 2])), stats[pair * 2 + 1]);
       const float dp = head_dot(d_o, v, s.head_dim, lane);
       const float ds = mul(mul(p, sub(dp, row_dots[pair])), scale);
       for (uint32_t d = 0; d < lanes_dims; ++d) {
@@ -165,7 +166,7 @@ cudaError_t attention_forward(const float* qk, const float* qkv, const QkvShape&
   const uint64_t warps = uint64_t(shape.rows) * shape.q_heads;
   if (warps == 0) return cudaSuccess;
   attention_forward_kernel<<<warp_blocks(warps), kWarpsPerBlock * kWarp, 0, stream>>>(qk, qkv, shape,
-                                                                                     score_scale(shape), stats, out);
+                                                                                      score_scale(shape), stats, out);
   return cudaGetLastError();
 }
 
@@ -179,11 +180,10 @@ cudaError_t attention_backward(const float* qk, const float* qkv, const float* o
   const uint32_t threads = kWarpsPerBlock * kWarp;
   row_dots_kernel<<<warp_blocks(q_warps), threads, 0, stream>>>(out, dout, shape, row_dots);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  attention_dq_kernel<<<warp_blocks(q_warps), threads, 0, stream>>>(qk, qkv, stats, dout, row_dots, shape, scale,
-                                                                    dqk);
+  attention_dq_kernel<<<warp_blocks(q_warps), threads, 0, stream>>>(qk, qkv, stats, dout, row_dots, shape, scale, dqk);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  attention_dkv_kernel<<<warp_blocks(kv_warps), threads, 0, stream>>>(qk, qkv, stats, dout, row_dots, shape, scale,
-                                                                      dqk, dqkv);
+  attention_dkv_kernel<<<warp_blocks(kv_warps), threads, 0, stream>>>(qk, qkv, stats, dout, row_dots, shape, scale, dqk,
+                                                                      dqkv);
   return cudaGetLastError();
 }
 

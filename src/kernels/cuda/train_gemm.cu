@@ -43,12 +43,12 @@ void TrainGemm::destroy(Plan& plan) {
 Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k) {
   KIPP_RETURN_IF_ERROR(
       lt_->check(lt_->matmul_desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
-  KIPP_RETURN_IF_ERROR(lt_->check(
-      lt_->matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &o.trans_a, sizeof o.trans_a),
-      "cublasLtMatmulDescSetAttribute(TRANSA)"));
-  KIPP_RETURN_IF_ERROR(lt_->check(
-      lt_->matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &o.trans_b, sizeof o.trans_b),
-      "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  KIPP_RETURN_IF_ERROR(
+      lt_->check(lt_->matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &o.trans_a, sizeof o.trans_a),
+                 "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  KIPP_RETURN_IF_ERROR(
+      lt_->check(lt_->matmul_desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &o.trans_b, sizeof o.trans_b),
+                 "cublasLtMatmulDescSetAttribute(TRANSB)"));
   KIPP_RETURN_IF_ERROR(lt_->check(lt_->matrix_layout_create(&p.a, CUDA_R_16BF, o.a_rows, o.a_cols, int64_t(o.a_rows)),
                                   "cublasLtMatrixLayoutCreate(A)"));
   KIPP_RETURN_IF_ERROR(lt_->check(lt_->matrix_layout_create(&p.b, CUDA_R_16BF, o.b_rows, o.b_cols, int64_t(o.b_rows)),
@@ -60,13 +60,14 @@ Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k
   const uint64_t workspace = workspace_bytes_;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const Status set = lt_->check(lt_->preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                              &workspace, sizeof workspace),
-                                "cublasLtMatmulPreferenceSetAttribute");
+  const Status set = lt_->check(
+      lt_->preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace),
+      "cublasLtMatmulPreferenceSetAttribute");
   const Status chosen =
-      !set.ok() ? set
-                : lt_->check(lt_->algo_get_heuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found),
-                             "cublasLtMatmulAlgoGetHeuristic");
+      !set.ok()
+          ? set
+          : lt_->check(lt_->algo_get_heuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found),
+                       "cublasLtMatmulAlgoGetHeuristic");
   lt_->preference_destroy(preference);
   KIPP_RETURN_IF_ERROR(chosen);
   if (found == 0) {

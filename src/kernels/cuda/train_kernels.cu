@@ -75,8 +75,8 @@ __global__ void rmsnorm_forward_kernel(const float* x, const float* gain, uint32
   for (uint32_t i = threadIdx.x; i < width; i += blockDim.x) y[base + i] = mul(mul(x[base + i], s), gain[i]);
 }
 
-__global__ void rmsnorm_dx_kernel(const float* dy, const float* x, const float* rstd, const float* gain,
-                                  uint32_t width, float* dx) {
+__global__ void rmsnorm_dx_kernel(const float* dy, const float* x, const float* rstd, const float* gain, uint32_t width,
+                                  float* dx) {
   __shared__ float shared[kThreads];
   const uint64_t base = uint64_t(blockIdx.x) * width;
   const float s = rstd[blockIdx.x];
@@ -114,9 +114,9 @@ __global__ void add_partials_kernel(const float* partials, uint32_t chunks, uint
 }
 
 // One block per (row, head) of the Q and K heads; thread k handles the pair (k, k + half).
-__global__ void qk_norm_rope_forward_kernel(const float* qkv, const float* q_gain, const float* k_gain,
-                                            QkvShape shape, const float* rope_cos, const float* rope_sin, float eps,
-                                            float* rstd, float* qk) {
+__global__ void qk_norm_rope_forward_kernel(const float* qkv, const float* q_gain, const float* k_gain, QkvShape shape,
+                                            const float* rope_cos, const float* rope_sin, float eps, float* rstd,
+                                            float* qk) {
   __shared__ float shared[kThreads];
   const uint32_t heads = shape.q_heads + shape.kv_heads;
   const uint32_t row = blockIdx.x / heads, j = blockIdx.x % heads;
@@ -141,8 +141,7 @@ __global__ void qk_norm_rope_forward_kernel(const float* qkv, const float* q_gai
 
 // The rotation's transpose: d(rotated) to dy, the gradient of the gained norm output, at column
 // i of a head (i < half: the first half's formula, else the second's).
-__device__ __forceinline__ float unrotate(const float* d, const float* cs, const float* sn, uint32_t i,
-                                          uint32_t half) {
+__device__ __forceinline__ float unrotate(const float* d, const float* cs, const float* sn, uint32_t i, uint32_t half) {
   if (i < half) return add(mul(d[i], cs[i]), mul(d[i + half], sn[i]));
   const uint32_t k = i - half;
   return sub(mul(d[i], cs[k]), mul(d[k], sn[k]));
@@ -314,8 +313,8 @@ cudaError_t qk_norm_rope_forward(const float* qkv, const float* q_gain, const fl
   const uint64_t blocks = uint64_t(shape.rows) * (shape.q_heads + shape.kv_heads);
   if (blocks == 0) return cudaSuccess;
   if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
-  qk_norm_rope_forward_kernel<<<uint32_t(blocks), kThreads, 0, stream>>>(qkv, q_gain, k_gain, shape, rope_cos,
-                                                                         rope_sin, eps, rstd, qk);
+  qk_norm_rope_forward_kernel<<<uint32_t(blocks), kThreads, 0, stream>>>(qkv, q_gain, k_gain, shape, rope_cos, rope_sin,
+                                                                         eps, rstd, qk);
   return cudaGetLastError();
 }
 
@@ -363,7 +362,7 @@ cudaError_t embedding_backward(const float* dx, const int32_t* plan_ids, const u
                                cudaStream_t stream) {
   if (id_count == 0 || width == 0) return cudaSuccess;
   embedding_backward_kernel<<<dim3(id_count, column_blocks(width)), kThreads, 0, stream>>>(dx, plan_ids, plan_starts,
-                                                                                          plan_rows, width, dtable);
+                                                                                           plan_rows, width, dtable);
   return cudaGetLastError();
 }
 
