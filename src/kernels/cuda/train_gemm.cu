@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 
 namespace kipp::cuda::train {
 namespace {
@@ -10,6 +11,14 @@ namespace {
 Status cuda_status(cudaError_t error, const char* call) {
   if (error == cudaSuccess) return ok_status();
   return make_error(std::string(call) + ": " + cudaGetErrorString(error));
+}
+
+// The largest power of two up to 256 that divides the address.
+uint32_t alignment_of(const void* pointer) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
+  uint32_t bytes = 256;
+  while (bytes > 1 && address % bytes != 0) bytes /= 2;
+  return bytes;
 }
 
 }  // namespace
@@ -40,7 +49,7 @@ void TrainGemm::destroy(Plan& plan) {
   plan = Plan{};
 }
 
-Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k) {
+Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k, Alignments alignments) {
   KIPP_RETURN_IF_ERROR(
       lt_->check(lt_->matmul_desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
   KIPP_RETURN_IF_ERROR(
@@ -60,14 +69,24 @@ Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k
   const uint64_t workspace = workspace_bytes_;
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const Status set = lt_->check(
-      lt_->preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace),
-      "cublasLtMatmulPreferenceSetAttribute");
-  const Status chosen =
-      !set.ok()
-          ? set
-          : lt_->check(lt_->algo_get_heuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found),
-                       "cublasLtMatmulAlgoGetHeuristic");
+  // Only algorithms that accept the operands' actual alignment (C and D are one buffer).
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignment_limits[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignments.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignments.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignments.d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignments.d}};
+  auto choose = [&]() -> Status {
+    KIPP_RETURN_IF_ERROR(lt_->check(lt_->preference_set_attribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                  &workspace, sizeof workspace),
+                                    "cublasLtMatmulPreferenceSetAttribute"));
+    for (const auto& [attribute, bytes] : alignment_limits) {
+      KIPP_RETURN_IF_ERROR(lt_->check(lt_->preference_set_attribute(preference, attribute, &bytes, sizeof bytes),
+                                      "cublasLtMatmulPreferenceSetAttribute(alignment)"));
+    }
+    return lt_->check(lt_->algo_get_heuristic(handle_, p.desc, p.a, p.b, p.c, p.c, preference, 1, &result, &found),
+                      "cublasLtMatmulAlgoGetHeuristic");
+  };
+  const Status chosen = choose();
   lt_->preference_destroy(preference);
   KIPP_RETURN_IF_ERROR(chosen);
   if (found == 0) {
@@ -78,8 +97,9 @@ Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k
   return ok_status();
 }
 
-Expected<const TrainGemm::Plan*> TrainGemm::plan(Shape shape, size_t m, size_t n, size_t k) {
-  const auto key = std::make_tuple(shape, m, n, k);
+Expected<const TrainGemm::Plan*> TrainGemm::plan(Shape shape, size_t m, size_t n, size_t k, uint32_t align_a,
+                                                 uint32_t align_b, uint32_t align_d) {
+  const auto key = std::make_tuple(shape, m, n, k, align_a, align_b, align_d);
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   constexpr size_t kMaxDim = size_t(std::numeric_limits<int32_t>::max());
   if (m == 0 || n == 0 || k == 0 || m > kMaxDim || n > kMaxDim || k > kMaxDim)
@@ -98,7 +118,7 @@ Expected<const TrainGemm::Plan*> TrainGemm::plan(Shape shape, size_t m, size_t n
       break;
   }
   Plan p;
-  const Status built = build(p, o, m, n, k);
+  const Status built = build(p, o, m, n, k, {align_a, align_b, align_d});
   if (!built.ok()) {
     destroy(p);
     return make_error(built.message());
@@ -107,12 +127,7 @@ Expected<const TrainGemm::Plan*> TrainGemm::plan(Shape shape, size_t m, size_t n
 }
 
 Status TrainGemm::run(Shape shape, size_t m, size_t n, size_t k, const void* a, const void* b, float beta, float* d) {
-  // The algorithms are chosen for cuBLASLt's default operand alignment.
-  for (const void* pointer : {a, b, static_cast<const void*>(d)}) {
-    if (reinterpret_cast<uintptr_t>(pointer) % kOperandAlignment != 0)
-      return make_error("a training product's operand is not " + std::to_string(kOperandAlignment) + "-byte aligned");
-  }
-  KIPP_ASSIGN_OR_RETURN(const Plan* p, plan(shape, m, n, k));
+  KIPP_ASSIGN_OR_RETURN(const Plan* p, plan(shape, m, n, k, alignment_of(a), alignment_of(b), alignment_of(d)));
   const float alpha = 1.0f;
   KIPP_RETURN_IF_ERROR(lt_->check(lt_->matmul(handle_, p->desc, &alpha, a, p->a, b, p->b, &beta, d, p->c, d, p->c,
                                               &p->algo, workspace_, workspace_bytes_, stream_),

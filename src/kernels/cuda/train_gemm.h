@@ -1,8 +1,9 @@
 // The three products of a linear layer's training step on the tensor cores: BF16 operands,
 // FP32 accumulation and FP32 outputs, row-major with PyTorch's [out, in] weights, the same three
 // shapes as train/linear_products.h. cuBLASLt comes through kernels/cuda/cublas_lt.h; the
-// algorithm of each shape is chosen once and reused, so a shape always runs the same kernel and
-// gives the same bits.
+// algorithm of each shape and operand alignment is chosen once and reused, so a product always
+// runs the same kernel and gives the same bits. Operands may start anywhere in a buffer of their
+// element type.
 #pragma once
 
 #include <cublasLt.h>
@@ -19,9 +20,6 @@
 #include "kernels/cuda/cublas_lt.h"
 
 namespace kipp::cuda::train {
-
-// Every operand's address is a multiple of this (cudaMalloc gives 256).
-inline constexpr size_t kOperandAlignment = 256;
 
 class TrainGemm {
  public:
@@ -56,8 +54,14 @@ class TrainGemm {
     cublasOperation_t trans_a, trans_b;
     uint64_t a_rows, a_cols, b_rows, b_cols, d_rows, d_cols;
   };
-  Expected<const Plan*> plan(Shape shape, size_t m, size_t n, size_t k);
-  Status build(Plan& plan, const Operands& operands, size_t m, size_t n, size_t k);
+  // The operands' address alignments in bytes (powers of two up to 256): an algorithm is chosen
+  // per shape and alignment, since the fastest ones need 16-byte aligned operands.
+  struct Alignments {
+    uint32_t a, b, d;
+  };
+  Expected<const Plan*> plan(Shape shape, size_t m, size_t n, size_t k, uint32_t align_a, uint32_t align_b,
+                             uint32_t align_d);
+  Status build(Plan& plan, const Operands& operands, size_t m, size_t n, size_t k, Alignments alignments);
   Status run(Shape shape, size_t m, size_t n, size_t k, const void* a, const void* b, float beta, float* d);
   void destroy(Plan& plan);
 
@@ -66,7 +70,7 @@ class TrainGemm {
   cudaStream_t stream_;
   void* workspace_;
   size_t workspace_bytes_;
-  std::map<std::tuple<Shape, size_t, size_t, size_t>, Plan> plans_;
+  std::map<std::tuple<Shape, size_t, size_t, size_t, uint32_t, uint32_t, uint32_t>, Plan> plans_;
 };
 
 }  // namespace kipp::cuda::train
