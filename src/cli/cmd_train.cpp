@@ -24,6 +24,7 @@
 #include "train/trainer.h"
 #ifdef KIPP_HAVE_CUDA
 #include "backend/cuda/cuda_device.h"
+#include "train/cuda/cuda_training_model.h"
 #endif
 
 namespace kipp::cli {
@@ -53,8 +54,9 @@ Under `mpirun -np N` (a build with MPI) the run is data-parallel: each rank read
 every step's windows, gradients are summed across ranks, rank 0 alone writes and shows progress
 (docs/SCALING.md).
 
---device cuda (train.device: cuda) asks for the step on an NVIDIA GPU; it is checked (the build,
-the GPU, the keys the GPU step supports) and refused while the GPU step is not yet available.
+--device cuda (train.device: cuda) runs the forward and backward passes on an NVIDIA GPU (BF16
+products, FP32 sums; AdamW stays on the host); checkpoints are the CPU run's, so a run may move
+between devices on --resume. Not yet with LoRA, mpirun or train.recompute_blocks (docs/TRAINING.md).
 
 Examples:
   kipp train --config configs/tiny.yaml --set tokenizer=tokenizer.json --set data.train=[corpus.txt]
@@ -142,6 +144,9 @@ int train_as_rank(const TrainArgs& args, train::Collective& processes) {
   if (config->train.device == train::TrainDevice::Cuda) {
     if (Status device = train::check_train_device(*config, processes.size(), probe_gpu()); !device.ok())
       return failed(device.message());
+#ifdef KIPP_HAVE_CUDA
+    run.device_model = train::cuda::create_cuda_training_model;
+#endif
   }
   run.config = std::move(*config);
   if (!args.resume.empty()) {

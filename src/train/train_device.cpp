@@ -26,19 +26,18 @@ Status check_train_device(const TrainConfig& config, int processes, const GpuPro
   std::vector<std::string> missing;
   if (config.train.lora.enabled()) missing.push_back("train.lora (LoRA and QLoRA adapters)");
   if (processes > 1) missing.push_back("data-parallel ranks under mpirun");
+  if (config.train.recompute_blocks) missing.push_back("train.recompute_blocks");
   if (!missing.empty()) {
     std::string list;
     for (const std::string& item : missing) list += (list.empty() ? "" : ", ") + item;
     return make_error("train.device: cuda does not support " + list + " yet; train on the cpu for that");
   }
   if (!gpu.usable.ok()) return make_error("train.device: cuda, but " + gpu.usable.message());
-  return cuda_step_unavailable();
+  return {};
 }
 
 Error cuda_step_unavailable() {
-  return make_error(
-      "train.device: cuda is not yet available: the GPU training kernels are built, the training step that "
-      "drives them is not part of this Kipp yet (docs/TRAINING.md); train with train.device: cpu");
+  return make_error("train.device: cuda needs the GPU training model, which only the kipp command passes in");
 }
 
 }  // namespace kipp::train

@@ -28,8 +28,7 @@ struct GpuProbe {
 // error naming what stands in the way (the build, the GPU, or the keys the GPU step lacks).
 Status check_train_device(const TrainConfig& config, int processes, const GpuProbe& gpu);
 
-// The error for a cuda run while the GPU training step is not part of Kipp: its kernels are
-// built and gated, the step that drives them is not.
+// The error for a cuda run started without the GPU model (TrainRun::device_model).
 Error cuda_step_unavailable();
 
 }  // namespace kipp::train

@@ -31,9 +31,9 @@
 
 namespace {
 
+using kipp::Status;
 using kipp::gates::report;
 using kipp::gates::scientific;
-using kipp::Status;
 namespace ops = kipp::train::ops;
 namespace gpu = kipp::cuda::train;
 
@@ -99,8 +99,8 @@ double relative_error(const std::vector<float>& actual, const std::vector<float>
 void gate_close(const std::string& what, const std::vector<float>& gpu_first, const std::vector<float>& gpu_second,
                 const std::vector<float>& cpu, double tolerance) {
   const double error = relative_error(gpu_first, cpu);
-  report(error <= tolerance, what + " vs CPU", "max error / max |cpu| " + scientific(error) + " (limit " +
-                                                   scientific(tolerance) + ")");
+  report(error <= tolerance, what + " vs CPU",
+         "max error / max |cpu| " + scientific(error) + " (limit " + scientific(tolerance) + ")");
   report(same_bits(gpu_first, gpu_second), what + " deterministic", "two runs bitwise equal");
 }
 
@@ -129,8 +129,8 @@ void gate_adamw() {
     const double lr = 3e-4 * double(step);
     cpu.step(cpu_params, g, lr);
     grads.upload(g);
-    const gpu::AdamWScalars s = gpu::adamw_scalars(options.beta1, options.beta2, options.eps, options.weight_decay,
-                                                   lr, step);
+    const gpu::AdamWScalars s =
+        gpu::adamw_scalars(options.beta1, options.beta2, options.eps, options.weight_decay, lr, step);
     CUDA_CHECK(gpu::adamw_step(params.get(), grads.get(), m.get(), v.get(), device_runs.get(), uint32_t(runs.size()),
                                longest, s, nullptr));
     const std::vector<float> moments(cpu.first_moment().begin(), cpu.first_moment().end());
@@ -198,8 +198,8 @@ void gate_rmsnorm() {
     d_dx.upload(dx0);
     d_dgain.upload(dgain0);
     CUDA_CHECK(gpu::rmsnorm_forward(d_x.get(), d_gain.get(), rows, width, eps, d_rstd.get(), d_y.get(), nullptr));
-    CUDA_CHECK(gpu::rmsnorm_backward(d_dy.get(), d_x.get(), d_rstd.get(), d_gain.get(), rows, width,
-                                     d_partials.get(), d_dx.get(), d_dgain.get(), nullptr));
+    CUDA_CHECK(gpu::rmsnorm_backward(d_dy.get(), d_x.get(), d_rstd.get(), d_gain.get(), rows, width, d_partials.get(),
+                                     d_dx.get(), d_dgain.get(), nullptr));
     run[0] = d_rstd.download();
     run[1] = d_y.download();
     run[2] = d_dx.download();
@@ -235,8 +235,8 @@ void gate_qk_norm_rope() {
   const std::vector<float> gain_grad0 = random_values(shape.head_dim, 13, 0.1f);
 
   std::vector<float> rstd(shape.rows() * heads), qk(shape.rows() * shape.qk_width());
-  ops::qk_norm_rope_forward(qkv.data(), q_gain.data(), k_gain.data(), shape, {cos.data(), sin.data()}, eps,
-                            rstd.data(), qk.data());
+  ops::qk_norm_rope_forward(qkv.data(), q_gain.data(), k_gain.data(), shape, {cos.data(), sin.data()}, eps, rstd.data(),
+                            qk.data());
   // Only the Q and K columns of dqkv are written: V's stay as they were, zero here.
   std::vector<float> dqkv(qkv.size(), 0.0f), dq_gain = gain_grad0, dk_gain = gain_grad0;
   std::vector<float> partials(ops::reduction_partials(shape.rows(), 2 * shape.head_dim));
@@ -251,8 +251,8 @@ void gate_qk_norm_rope() {
     d_dqkv.upload(std::vector<float>(dqkv.size(), 0.0f));
     d_dq_gain.upload(gain_grad0);
     d_dk_gain.upload(gain_grad0);
-    CUDA_CHECK(gpu::qk_norm_rope_forward(d_qkv.get(), d_q_gain.get(), d_k_gain.get(), gshape, d_cos.get(),
-                                         d_sin.get(), eps, d_rstd.get(), d_qk.get(), nullptr));
+    CUDA_CHECK(gpu::qk_norm_rope_forward(d_qkv.get(), d_q_gain.get(), d_k_gain.get(), gshape, d_cos.get(), d_sin.get(),
+                                         eps, d_rstd.get(), d_qk.get(), nullptr));
     CUDA_CHECK(gpu::qk_norm_rope_backward(d_dqk.get(), d_qkv.get(), d_rstd.get(), d_q_gain.get(), d_k_gain.get(),
                                           gshape, d_cos.get(), d_sin.get(), d_partials.get(), d_dqkv.get(),
                                           d_dq_gain.get(), d_dk_gain.get(), nullptr));
@@ -429,7 +429,8 @@ void gate_head(gpu::TrainGemm& gemm) {
   DeviceArray<__nv_bfloat16> d_weight(bf16_bits(weight));
   DeviceArray<uint32_t> d_rows(counted);
   DeviceArray<int32_t> d_targets(targets);
-  DeviceArray<__nv_bfloat16> s_input(size_t(gpu::kHeadChunkRows) * hidden), s_dlogits(size_t(gpu::kHeadChunkRows) * vocab);
+  DeviceArray<__nv_bfloat16> s_input(size_t(gpu::kHeadChunkRows) * hidden),
+      s_dlogits(size_t(gpu::kHeadChunkRows) * vocab);
   DeviceArray<float> s_logits(size_t(gpu::kHeadChunkRows) * vocab), s_dinput(size_t(gpu::kHeadChunkRows) * hidden);
   const gpu::HeadScratch scratch{s_input.get(), s_logits.get(), s_dlogits.get(), s_dinput.get()};
   gpu::HeadProblem problem;
@@ -449,9 +450,10 @@ void gate_head(gpu::TrainGemm& gemm) {
     return;
   }
   const double eloss = relative_error(d_loss.download(), loss);
-  report(eloss <= 1e-5, "head + cross-entropy loss vs CPU", "max error / max loss " + scientific(eloss) +
-                                                                 " (limit 1e-5)");
-  const double ex = relative_error(d_dnormed.download(), d_normed), ew = relative_error(d_wgrad.download(), weight_grad);
+  report(eloss <= 1e-5, "head + cross-entropy loss vs CPU",
+         "max error / max loss " + scientific(eloss) + " (limit 1e-5)");
+  const double ex = relative_error(d_dnormed.download(), d_normed),
+               ew = relative_error(d_wgrad.download(), weight_grad);
   report(ex <= 1e-2 && ew <= 1e-2, "head + cross-entropy gradients vs CPU",
          "d(input) " + scientific(ex) + ", d(weight) " + scientific(ew) + " (limit 1e-2: BF16 logit gradients)");
 }
@@ -531,8 +533,8 @@ void gate_training_step(bool tied) {
     counted += targets[i] != kIgnoreTarget;
   }
   const TokenBatch tokens{.inputs = inputs, .targets = targets, .batch = batch, .seq_len = seq_len, .noise_key = 0};
-  const TrainingModelOptions options{.max_batch = batch, .seq_len = seq_len, .recompute_blocks = false,
-                                     .precision = Precision::Fp32};
+  const TrainingModelOptions options{
+      .max_batch = batch, .seq_len = seq_len, .recompute_blocks = false, .precision = Precision::Fp32};
   const std::string what = std::string("training step (") + (tied ? "tied" : "untied") + " head)";
   auto cpu = TrainingModel::create(layout, options);
   auto gpu_model = kipp::train::cuda::create_cuda_training_model(layout, options);

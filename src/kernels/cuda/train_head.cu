@@ -77,4 +77,24 @@ Status head_cross_entropy(TrainGemm& gemm, const HeadProblem& p, const HeadScrat
   return ok_status();
 }
 
+Status head_logits(TrainGemm& gemm, const float* normed, const uint32_t* rows, uint32_t count, uint32_t hidden,
+                   uint32_t vocab, const __nv_bfloat16* weight, const HeadScratch& scratch, float* host_out) {
+  cudaStream_t stream = gemm.stream();
+  for (uint32_t start = 0; start < count; start += kHeadChunkRows) {
+    const uint32_t n = std::min(kHeadChunkRows, count - start);
+    gather_bf16_kernel<<<n, kThreads, 0, stream>>>(normed, rows + start, hidden, scratch.input);
+    KIPP_RETURN_IF_ERROR(launched("head input gather"));
+    KIPP_RETURN_IF_ERROR(gemm.xwt(scratch.input, weight, n, vocab, hidden, 0.0f, scratch.logits));
+    const size_t bytes = size_t(n) * vocab * sizeof(float);
+    if (const cudaError_t e =
+            cudaMemcpyAsync(host_out + size_t(start) * vocab, scratch.logits, bytes, cudaMemcpyDeviceToHost, stream);
+        e != cudaSuccess)
+      return make_error(std::string("logits download: ") + cudaGetErrorString(e));
+    // The next chunk overwrites the scratch logits.
+    if (const cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess)
+      return make_error(std::string("logits: ") + cudaGetErrorString(e));
+  }
+  return ok_status();
+}
+
 }  // namespace kipp::cuda::train

@@ -25,7 +25,7 @@ struct HeadScratch {
 };
 
 struct HeadProblem {
-  const float* normed = nullptr;          // [rows, hidden] the final norm's output
+  const float* normed = nullptr;           // [rows, hidden] the final norm's output
   const uint32_t* counted_rows = nullptr;  // [counted] the rows that carry loss
   const int32_t* targets = nullptr;        // [counted] their next tokens, each < vocab
   uint32_t counted = 0;
@@ -43,5 +43,10 @@ struct HeadProblem {
 
 // On the products' stream.
 Status head_cross_entropy(TrainGemm& gemm, const HeadProblem& problem, const HeadScratch& scratch);
+
+// The logits of rows[0, count) of `normed` [*, hidden] through the BF16 head, chunk by chunk into
+// host_out [count, vocab] (host memory); returns when they are there.
+Status head_logits(TrainGemm& gemm, const float* normed, const uint32_t* rows, uint32_t count, uint32_t hidden,
+                   uint32_t vocab, const __nv_bfloat16* weight, const HeadScratch& scratch, float* host_out);
 
 }  // namespace kipp::cuda::train

@@ -125,9 +125,7 @@ KIPP_HD float fast_exp(float x) {
 }
 
 // act = silu(gate) * up.
-KIPP_HD float swiglu_element(float gate, float up) {
-  return mul(div(gate, add(1.0f, fast_exp(-gate))), up);
-}
+KIPP_HD float swiglu_element(float gate, float up) { return mul(div(gate, add(1.0f, fast_exp(-gate))), up); }
 
 // From d(act): d(gate) and d(up), and act recomputed (the down projection's weight gradient input).
 KIPP_HD void swiglu_backward_element(float gate, float up, float dact, float& dgate, float& dup, float& act) {

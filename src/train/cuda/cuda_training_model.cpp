@@ -71,16 +71,21 @@ class CudaTrainingModel final : public TrainingModel {
   Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) override {
     return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, 0.0f, {});
   }
-  Status logits(std::span<const float>, std::span<const int32_t>, uint32_t, uint32_t, std::span<float>) override {
-    return make_error("GPU training: full logits are not computed on the GPU (the head is fused with its loss)");
-  }
+  Status logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch, uint32_t seq_len,
+                std::span<float> out) override;
   uint64_t workspace_bytes() const override { return workspace_bytes_; }
 
  private:
   Expected<LossSums> run(std::span<const float> params, std::span<const int32_t> inputs,
                          std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len, float grad_scale,
                          std::span<float> grads);
+  // Checks the batch, uploads the parameters and ids and runs the layers and the final norm.
+  Expected<gpu::QkvShape> forward_pass(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
+                                       uint32_t seq_len);
   Status forward(uint32_t rows, const gpu::QkvShape& shape);
+  Status upload(void* dst, const void* src, size_t bytes) {
+    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+  }
   Status layer_backward(size_t layer, uint32_t rows, const gpu::QkvShape& shape);
   // dst = src (device floats), on the stream.
   Status copy(float* dst, const float* src, size_t count) {
@@ -122,8 +127,8 @@ Status CudaTrainingModel::allocate() {
   qkv_width_ = size_t{config_.num_heads + 2 * config_.num_kv_heads} * config_.head_dim;
   vocab_ = config_.vocab_size;
   if (config_.head_dim % 32 != 0 || config_.head_dim > gpu::kMaxHeadDim) {
-    return make_error("GPU training: head_dim " + std::to_string(config_.head_dim) +
-                      " is not a multiple of 32 up to " + std::to_string(gpu::kMaxHeadDim));
+    return make_error("GPU training: head_dim " + std::to_string(config_.head_dim) + " is not a multiple of 32 up to " +
+                      std::to_string(gpu::kMaxHeadDim));
   }
   KIPP_RETURN_IF_ERROR(cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
   KIPP_ASSIGN_OR_RETURN(gemm_, gpu::TrainGemm::create(stream_));
@@ -166,8 +171,8 @@ Status CudaTrainingModel::allocate() {
   KIPP_RETURN_IF_ERROR(d_qk_.allocate(rows * qk_width_));
   KIPP_RETURN_IF_ERROR(d_qkv_.allocate(rows * qkv_width_));
   KIPP_RETURN_IF_ERROR(row_dots_.allocate(rows * config_.num_heads));
-  KIPP_RETURN_IF_ERROR(partials_.allocate(gpu::gain_partials(uint32_t(rows), uint32_t(std::max<size_t>(
-                                                                                     hidden_, 2 * config_.head_dim)))));
+  KIPP_RETURN_IF_ERROR(partials_.allocate(
+      gpu::gain_partials(uint32_t(rows), uint32_t(std::max<size_t>(hidden_, 2 * config_.head_dim)))));
   KIPP_RETURN_IF_ERROR(row_loss_.allocate(rows));
   KIPP_RETURN_IF_ERROR(head_input_.allocate(size_t{gpu::kHeadChunkRows} * hidden_));
   KIPP_RETURN_IF_ERROR(head_dlogits_.allocate(size_t{gpu::kHeadChunkRows} * vocab_));
@@ -193,10 +198,10 @@ Status CudaTrainingModel::allocate() {
   }
   KIPP_RETURN_IF_ERROR(rope_cos_.allocate(cos.size()));
   KIPP_RETURN_IF_ERROR(rope_sin_.allocate(sin.size()));
-  KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * sizeof(float),
-                                          cudaMemcpyHostToDevice), "rope upload"));
-  KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * sizeof(float),
-                                          cudaMemcpyHostToDevice), "rope upload"));
+  KIPP_RETURN_IF_ERROR(cuda_ok(
+      cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
+  KIPP_RETURN_IF_ERROR(cuda_ok(
+      cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
   host_grads_.resize(total);
   host_loss_.resize(rows);
   size_t free_bytes = 0, total_bytes = 0;
@@ -215,15 +220,14 @@ Status CudaTrainingModel::forward(uint32_t rows, const gpu::QkvShape& shape) {
                                                       s.attn_rstd.get(), normed_.get(), stream_),
                                  "attention norm"));
     KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.attn_normed.get()));
-    KIPP_RETURN_IF_ERROR(gemm_->xwt(s.attn_normed.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f,
-                                    s.qkv.get()));
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::qk_norm_rope_forward(s.qkv.get(), param(o.q_norm), param(o.k_norm), shape,
-                                                           rope_cos_.get(), rope_sin_.get(), eps, s.qk_rstd.get(),
-                                                           s.qk.get(), stream_),
-                                 "q/k norm and rope"));
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::attention_forward(s.qk.get(), s.qkv.get(), shape, s.stats.get(), s.attn.get(),
-                                                        stream_),
-                                 "attention"));
+    KIPP_RETURN_IF_ERROR(
+        gemm_->xwt(s.attn_normed.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, s.qkv.get()));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(gpu::qk_norm_rope_forward(s.qkv.get(), param(o.q_norm), param(o.k_norm), shape, rope_cos_.get(),
+                                          rope_sin_.get(), eps, s.qk_rstd.get(), s.qk.get(), stream_),
+                "q/k norm and rope"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        gpu::attention_forward(s.qk.get(), s.qkv.get(), shape, s.stats.get(), s.attn.get(), stream_), "attention"));
     KIPP_RETURN_IF_ERROR(to_bf16(s.attn.get(), rows * q_width_, s.attn_out.get()));
     KIPP_RETURN_IF_ERROR(copy(s.mid.get(), s.input.get(), rows * hidden_));
     KIPP_RETURN_IF_ERROR(gemm_->xwt(s.attn_out.get(), weight(o.o_proj), rows, hidden_, q_width_, 1.0f, s.mid.get()));
@@ -231,10 +235,10 @@ Status CudaTrainingModel::forward(uint32_t rows, const gpu::QkvShape& shape) {
                                                       s.ffn_rstd.get(), normed_.get(), stream_),
                                  "feed-forward norm"));
     KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.ffn_normed.get()));
-    KIPP_RETURN_IF_ERROR(gemm_->xwt(s.ffn_normed.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f,
-                                    s.gate_up.get()));
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::swiglu_forward(s.gate_up.get(), rows, uint32_t(ffn_), act_.get(), stream_),
-                                 "swiglu"));
+    KIPP_RETURN_IF_ERROR(
+        gemm_->xwt(s.ffn_normed.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f, s.gate_up.get()));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(gpu::swiglu_forward(s.gate_up.get(), rows, uint32_t(ffn_), act_.get(), stream_), "swiglu"));
     KIPP_RETURN_IF_ERROR(to_bf16(act_.get(), rows * ffn_, act_bf16_.get()));
     KIPP_RETURN_IF_ERROR(copy(output, s.mid.get(), rows * hidden_));
     KIPP_RETURN_IF_ERROR(gemm_->xwt(act_bf16_.get(), weight(o.down_proj), rows, hidden_, ffn_, 1.0f, output));
@@ -252,35 +256,33 @@ Status CudaTrainingModel::layer_backward(size_t l, uint32_t rows, const gpu::Qkv
   // Feed-forward: gate_up becomes its own gradient and d_act_ the down projection's input.
   KIPP_RETURN_IF_ERROR(to_bf16(d_stream_.get(), rows * hidden_, d_bf16_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.down_proj), rows, hidden_, ffn_, 0.0f, d_act_.get()));
-  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::swiglu_backward(s.gate_up.get(), d_act_.get(), rows, uint32_t(ffn_), stream_),
-                               "swiglu backward"));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::swiglu_backward(s.gate_up.get(), d_act_.get(), rows, uint32_t(ffn_), stream_), "swiglu backward"));
   KIPP_RETURN_IF_ERROR(to_bf16(d_act_.get(), rows * ffn_, act_bf16_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), act_bf16_.get(), rows, hidden_, ffn_, grad(o.down_proj)));
   KIPP_RETURN_IF_ERROR(to_bf16(s.gate_up.get(), rows * 2 * ffn_, d_bf16_.get()));
-  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f,
-                                   d_normed_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f, d_normed_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.ffn_normed.get(), rows, 2 * ffn_, hidden_, grad(o.gate_proj)));
   KIPP_RETURN_IF_ERROR(copy(d_mid_.get(), d_stream_.get(), rows * hidden_));
-  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), s.mid.get(), s.ffn_rstd.get(),
-                                                     param(o.ffn_norm), rows, uint32_t(hidden_), partials,
-                                                     d_mid_.get(), grad(o.ffn_norm), stream_),
-                               "feed-forward norm backward"));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), s.mid.get(), s.ffn_rstd.get(), param(o.ffn_norm), rows,
+                                    uint32_t(hidden_), partials, d_mid_.get(), grad(o.ffn_norm), stream_),
+              "feed-forward norm backward"));
   // Attention.
   KIPP_RETURN_IF_ERROR(to_bf16(d_mid_.get(), rows * hidden_, d_bf16_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.o_proj), rows, hidden_, q_width_, 0.0f, d_attn_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.attn_out.get(), rows, hidden_, q_width_, grad(o.o_proj)));
-  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::attention_backward(s.qk.get(), s.qkv.get(), s.attn.get(), s.stats.get(),
-                                                       d_attn_.get(), shape, row_dots_.get(), d_qk_.get(),
-                                                       d_qkv_.get(), stream_),
-                               "attention backward"));
-  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::qk_norm_rope_backward(d_qk_.get(), s.qkv.get(), s.qk_rstd.get(), param(o.q_norm),
-                                                          param(o.k_norm), shape, rope_cos_.get(), rope_sin_.get(),
-                                                          partials, d_qkv_.get(), grad(o.q_norm), grad(o.k_norm),
-                                                          stream_),
-                               "q/k norm and rope backward"));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::attention_backward(s.qk.get(), s.qkv.get(), s.attn.get(), s.stats.get(), d_attn_.get(), shape,
+                                      row_dots_.get(), d_qk_.get(), d_qkv_.get(), stream_),
+              "attention backward"));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::qk_norm_rope_backward(d_qk_.get(), s.qkv.get(), s.qk_rstd.get(), param(o.q_norm), param(o.k_norm),
+                                         shape, rope_cos_.get(), rope_sin_.get(), partials, d_qkv_.get(),
+                                         grad(o.q_norm), grad(o.k_norm), stream_),
+              "q/k norm and rope backward"));
   KIPP_RETURN_IF_ERROR(to_bf16(d_qkv_.get(), rows * qkv_width_, d_bf16_.get()));
-  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f,
-                                   d_normed_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, d_normed_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.attn_normed.get(), rows, qkv_width_, hidden_, grad(o.q_proj)));
   KIPP_RETURN_IF_ERROR(copy(d_stream_.get(), d_mid_.get(), rows * hidden_));
   return cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), s.input.get(), s.attn_rstd.get(), param(o.attn_norm), rows,
@@ -288,49 +290,76 @@ Status CudaTrainingModel::layer_backward(size_t l, uint32_t rows, const gpu::Qkv
                  "attention norm backward");
 }
 
-Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::span<const int32_t> inputs,
-                                          std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len,
-                                          float grad_scale, std::span<float> grads) {
-  const bool backward = !grads.empty();
+Expected<gpu::QkvShape> CudaTrainingModel::forward_pass(std::span<const float> params, std::span<const int32_t> inputs,
+                                                        uint32_t batch, uint32_t seq_len) {
   const uint64_t total = layout_.total();
-  if (params.size() != total || (backward && grads.size() != total))
-    return make_error("GPU training: parameter or gradient buffer is not " + std::to_string(total) + " floats");
+  if (params.size() != total)
+    return make_error("GPU training: the parameter buffer is not " + std::to_string(total) + " floats");
   if (batch == 0 || batch > options_.max_batch || seq_len == 0 || seq_len > options_.seq_len)
     return make_error("GPU training: batch " + std::to_string(batch) + " x " + std::to_string(seq_len) +
                       " is outside the 1.." + std::to_string(options_.max_batch) + " x 1.." +
                       std::to_string(options_.seq_len) + " it was created for");
   const uint32_t rows = batch * seq_len;
-  if (inputs.size() != rows || targets.size() != rows)
-    return make_error("GPU training: inputs and targets must hold batch x seq_len = " + std::to_string(rows) + " ids");
-  std::vector<uint32_t> counted;
-  std::vector<int32_t> counted_targets;
+  if (inputs.size() != rows)
+    return make_error("GPU training: inputs must hold batch x seq_len = " + std::to_string(rows) + " ids");
   for (uint32_t r = 0; r < rows; ++r) {
-    if (targets[r] == kIgnoreTarget) continue;
-    if (targets[r] < 0 || size_t(targets[r]) >= vocab_)
-      return make_error("GPU training: targets[" + std::to_string(r) + "] = " + std::to_string(targets[r]) +
-                        " is not a token id (vocab " + std::to_string(vocab_) + ") or " + std::to_string(kIgnoreTarget));
-    counted.push_back(r);
-    counted_targets.push_back(targets[r]);
+    if (inputs[r] < 0 || size_t(inputs[r]) >= vocab_)
+      return make_error("GPU training: inputs[" + std::to_string(r) + "] = " + std::to_string(inputs[r]) +
+                        " is not a token id (vocab " + std::to_string(vocab_) + ")");
   }
-  KIPP_ASSIGN_OR_RETURN(const gpu::EmbeddingGradPlan plan, gpu::plan_embedding_grad(inputs, uint32_t(vocab_)));
   const gpu::QkvShape shape{.rows = rows,
                             .seq_len = seq_len,
                             .q_heads = config_.num_heads,
                             .kv_heads = config_.num_kv_heads,
                             .head_dim = config_.head_dim};
-
-  auto upload = [this](void* dst, const void* src, size_t bytes) {
-    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
-  };
   KIPP_RETURN_IF_ERROR(upload(params_.get(), params.data(), total * sizeof(float)));
   KIPP_RETURN_IF_ERROR(to_bf16(params_.get(), total, weights_.get()));
   KIPP_RETURN_IF_ERROR(upload(ids_.get(), inputs.data(), rows * sizeof(int32_t)));
-  KIPP_RETURN_IF_ERROR(upload(counted_rows_.get(), counted.data(), counted.size() * sizeof(uint32_t)));
-  KIPP_RETURN_IF_ERROR(upload(counted_targets_.get(), counted_targets.data(), counted_targets.size() * sizeof(int32_t)));
   KIPP_RETURN_IF_ERROR(cuda_ok(gpu::embedding_forward(param(layout_.embedding()), ids_.get(), rows, uint32_t(hidden_),
                                                       saved_[0].input.get(), stream_),
                                "embedding"));
   KIPP_RETURN_IF_ERROR(forward(rows, shape));
+  return shape;
+}
+
+Status CudaTrainingModel::logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
+                                 uint32_t seq_len, std::span<float> out) {
+  KIPP_ASSIGN_OR_RETURN(const gpu::QkvShape shape, forward_pass(params, inputs, batch, seq_len));
+  if (out.size() != size_t{shape.rows} * vocab_)
+    return make_error("GPU training: the logits buffer is not rows x vocab floats");
+  std::vector<uint32_t> all(shape.rows);
+  for (uint32_t r = 0; r < shape.rows; ++r) all[r] = r;
+  KIPP_RETURN_IF_ERROR(upload(counted_rows_.get(), all.data(), all.size() * sizeof(uint32_t)));
+  const gpu::HeadScratch scratch{head_input_.get(), head_logits_.get(), head_dlogits_.get(), head_dinput_.get()};
+  return gpu::head_logits(*gemm_, final_normed_.get(), counted_rows_.get(), shape.rows, uint32_t(hidden_),
+                          uint32_t(vocab_), weight(layout_.head()), scratch, out.data());
+}
+
+Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::span<const int32_t> inputs,
+                                          std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len,
+                                          float grad_scale, std::span<float> grads) {
+  const bool backward = !grads.empty();
+  const uint64_t total = layout_.total();
+  if (backward && grads.size() != total)
+    return make_error("GPU training: the gradient buffer is not " + std::to_string(total) + " floats");
+  if (targets.size() != inputs.size()) return make_error("GPU training: targets and inputs differ in length");
+  std::vector<uint32_t> counted;
+  std::vector<int32_t> counted_targets;
+  for (uint32_t r = 0; r < targets.size(); ++r) {
+    if (targets[r] == kIgnoreTarget) continue;
+    if (targets[r] < 0 || size_t(targets[r]) >= vocab_)
+      return make_error("GPU training: targets[" + std::to_string(r) + "] = " + std::to_string(targets[r]) +
+                        " is not a token id (vocab " + std::to_string(vocab_) + ") or " +
+                        std::to_string(kIgnoreTarget));
+    counted.push_back(r);
+    counted_targets.push_back(targets[r]);
+  }
+  KIPP_ASSIGN_OR_RETURN(const gpu::QkvShape shape, forward_pass(params, inputs, batch, seq_len));
+  const uint32_t rows = shape.rows;
+  KIPP_ASSIGN_OR_RETURN(const gpu::EmbeddingGradPlan plan, gpu::plan_embedding_grad(inputs, uint32_t(vocab_)));
+  KIPP_RETURN_IF_ERROR(upload(counted_rows_.get(), counted.data(), counted.size() * sizeof(uint32_t)));
+  KIPP_RETURN_IF_ERROR(
+      upload(counted_targets_.get(), counted_targets.data(), counted_targets.size() * sizeof(int32_t)));
 
   gpu::HeadProblem head;
   head.normed = final_normed_.get();
@@ -343,8 +372,8 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
   head.row_loss = row_loss_.get();
   if (backward) {
     KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemsetAsync(grads_.get(), 0, total * sizeof(float), stream_), "clear gradients"));
-    KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemsetAsync(d_normed_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_),
-                                 "clear"));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(cudaMemsetAsync(d_normed_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_), "clear"));
     head.grad_scale = grad_scale;
     head.weight_grad = grad(layout_.head());
     head.d_normed = d_normed_.get();
@@ -353,24 +382,23 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
   KIPP_RETURN_IF_ERROR(gpu::head_cross_entropy(*gemm_, head, scratch));
 
   if (backward) {
-    KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemsetAsync(d_stream_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_),
-                                 "clear"));
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), final_x_.get(), final_rstd_.get(),
-                                                       param(layout_.final_norm()), rows, uint32_t(hidden_),
-                                                       partials_.get(), d_stream_.get(), grad(layout_.final_norm()),
-                                                       stream_),
-                                 "final norm backward"));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(cudaMemsetAsync(d_stream_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_), "clear"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        gpu::rmsnorm_backward(d_normed_.get(), final_x_.get(), final_rstd_.get(), param(layout_.final_norm()), rows,
+                              uint32_t(hidden_), partials_.get(), d_stream_.get(), grad(layout_.final_norm()), stream_),
+        "final norm backward"));
     for (size_t l = saved_.size(); l-- > 0;) KIPP_RETURN_IF_ERROR(layer_backward(l, rows, shape));
     KIPP_RETURN_IF_ERROR(upload(plan_ids_.get(), plan.ids.data(), plan.ids.size() * sizeof(int32_t)));
     KIPP_RETURN_IF_ERROR(upload(plan_starts_.get(), plan.starts.data(), plan.starts.size() * sizeof(uint32_t)));
     KIPP_RETURN_IF_ERROR(upload(plan_rows_.get(), plan.rows.data(), plan.rows.size() * sizeof(uint32_t)));
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::embedding_backward(d_stream_.get(), plan_ids_.get(), plan_starts_.get(),
-                                                         plan_rows_.get(), uint32_t(plan.ids.size()),
-                                                         uint32_t(hidden_), grad(layout_.embedding()), stream_),
-                                 "embedding backward"));
-    KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemcpyAsync(host_grads_.data(), grads_.get(), total * sizeof(float),
-                                                 cudaMemcpyDeviceToHost, stream_),
-                                 "gradient download"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        gpu::embedding_backward(d_stream_.get(), plan_ids_.get(), plan_starts_.get(), plan_rows_.get(),
+                                uint32_t(plan.ids.size()), uint32_t(hidden_), grad(layout_.embedding()), stream_),
+        "embedding backward"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        cudaMemcpyAsync(host_grads_.data(), grads_.get(), total * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "gradient download"));
   }
   KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemcpyAsync(host_loss_.data(), row_loss_.get(), counted.size() * sizeof(float),
                                                cudaMemcpyDeviceToHost, stream_),

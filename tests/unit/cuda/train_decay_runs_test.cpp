@@ -10,8 +10,8 @@ namespace kipp::train::cuda {
 namespace {
 
 TEST(DecayRuns, MergeNeighboursOfOneRule) {
-  const std::vector<AdamW::DecayRange> ranges = {
-      {0, 10, true}, {10, 4, true}, {14, 2, false}, {16, 0, true}, {16, 3, false}, {19, 5, true}, {30, 1, true}};
+  const std::vector<AdamW::DecayRange> ranges = {{0, 10, true},  {10, 4, true}, {14, 2, false}, {16, 0, true},
+                                                 {16, 3, false}, {19, 5, true}, {30, 1, true}};
   const auto runs = decay_runs(ranges);
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(runs[0].offset, 0u);

@@ -60,8 +60,7 @@ TEST(TrainMath, AdamWElementIsBitwiseTheCpuOptimizer) {
       grads[5] = 0.0f;  // a zero gradient: v stays tiny, eps matters
       const double lr = lrs[step - 1];
       cpu.step(cpu_params, grads, lr);
-      const AdamWScalars s =
-          adamw_scalars(options.beta1, options.beta2, options.eps, options.weight_decay, lr, step);
+      const AdamWScalars s = adamw_scalars(options.beta1, options.beta2, options.eps, options.weight_decay, lr, step);
       for (const AdamW::DecayRange& range : cpu.decay_ranges()) {
         const float keep = range.decays ? s.keep_decayed : 1.0f;
         for (uint64_t i = range.offset; i < range.offset + range.count; ++i)
