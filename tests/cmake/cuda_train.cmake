@@ -16,4 +16,10 @@ if(KIPP_HAVE_CUDA)
   target_link_libraries(cuda_train_gates PRIVATE kipplib)
   add_test(NAME cuda_train_gates COMMAND cuda_train_gates)
   set_tests_properties(cuda_train_gates PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  # Resume on the GPU is bitwise the uninterrupted GPU run (train_resume.sh with train.device
+  # cuda); skipped where the probe finds no GPU.
+  add_test(NAME train_resume_bitwise_cuda
+           COMMAND sh -c "$<TARGET_FILE:cuda_train_gates> --probe || exit $?; exec ${CMAKE_CURRENT_SOURCE_DIR}/integration/train_resume.sh $<TARGET_FILE:kipp> ${KIPP_TRAIN_CONFIG} ${KIPP_TRAIN_TOKENIZER} ${KIPP_TRAIN_CORPUS} ${KIPP_TRAIN_WORK}/resume-cuda --set train.device=cuda")
+  set_tests_properties(train_resume_bitwise_cuda PROPERTIES FIXTURES_REQUIRED "tiny_hf;train_corpus"
+                       SKIP_RETURN_CODE 77 TIMEOUT 900)
 endif()
