@@ -97,6 +97,18 @@ Status TrainGemm::build(Plan& p, const Operands& o, size_t m, size_t n, size_t k
   return ok_status();
 }
 
+TrainGemm::Operands TrainGemm::operands(Shape shape, size_t m, size_t n, size_t k) {
+  switch (shape) {
+    case Shape::Xwt:  // y^T[n, m] = (w^T)^T[n, k] x^T[k, m]
+      return {CUBLAS_OP_T, CUBLAS_OP_N, k, n, k, m, n, m};
+    case Shape::DyW:  // dx^T[k, m] = w^T[k, n] dy^T[n, m]
+      return {CUBLAS_OP_N, CUBLAS_OP_N, k, n, n, m, k, m};
+    case Shape::DytX:  // dw^T[k, n] = x^T[k, m] (dy^T)^T[m, n]
+      break;
+  }
+  return {CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, m, k, n};
+}
+
 Expected<const TrainGemm::Plan*> TrainGemm::plan(Shape shape, size_t m, size_t n, size_t k, uint32_t align_a,
                                                  uint32_t align_b, uint32_t align_d) {
   const auto key = std::make_tuple(shape, m, n, k, align_a, align_b, align_d);
@@ -105,18 +117,7 @@ Expected<const TrainGemm::Plan*> TrainGemm::plan(Shape shape, size_t m, size_t n
   if (m == 0 || n == 0 || k == 0 || m > kMaxDim || n > kMaxDim || k > kMaxDim)
     return make_error("a training product of shape " + std::to_string(m) + "x" + std::to_string(n) + "x" +
                       std::to_string(k) + " is empty or too large for cuBLASLt");
-  Operands o{};
-  switch (shape) {
-    case Shape::Xwt:  // y^T[n, m] = (w^T)^T[n, k] x^T[k, m]
-      o = {CUBLAS_OP_T, CUBLAS_OP_N, k, n, k, m, n, m};
-      break;
-    case Shape::DyW:  // dx^T[k, m] = w^T[k, n] dy^T[n, m]
-      o = {CUBLAS_OP_N, CUBLAS_OP_N, k, n, n, m, k, m};
-      break;
-    case Shape::DytX:  // dw^T[k, n] = x^T[k, m] (dy^T)^T[m, n]
-      o = {CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, m, k, n};
-      break;
-  }
+  const Operands o = operands(shape, m, n, k);
   Plan p;
   const Status built = build(p, o, m, n, k, {align_a, align_b, align_d});
   if (!built.ok()) {

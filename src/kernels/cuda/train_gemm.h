@@ -38,8 +38,17 @@ class TrainGemm {
   // dw[n, k] += dy[m, n]^T x[m, k].
   Status dyt_x(const __nv_bfloat16* dy, const __nv_bfloat16* x, size_t m, size_t n, size_t k, float* dw);
 
- private:
   enum class Shape { Xwt, DyW, DytX };
+  // A product's operands in cuBLASLt's column-major view of our row-major buffers (a row-major
+  // [r, c] matrix is a column-major [c, r] one with leading dimension c), each with leading
+  // dimension its row count: A is w for xwt and dy_w and x for dyt_x, B is x, dy and dy.
+  struct Operands {
+    cublasOperation_t trans_a, trans_b;
+    uint64_t a_rows, a_cols, b_rows, b_cols, d_rows, d_cols;
+  };
+  static Operands operands(Shape shape, size_t m, size_t n, size_t k);
+
+ private:
   // One product in cuBLASLt's column-major terms: D[rows, cols] = op(A) op(B) (+ beta C).
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -48,12 +57,6 @@ class TrainGemm {
   };
   TrainGemm(const CublasLt* lt, cublasLtHandle_t handle, cudaStream_t stream, void* workspace, size_t workspace_bytes)
       : lt_(lt), handle_(handle), stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
-  // The operands' shapes in cuBLASLt's column-major view of our row-major buffers (a row-major
-  // [r, c] matrix is a column-major [c, r] one with leading dimension c).
-  struct Operands {
-    cublasOperation_t trans_a, trans_b;
-    uint64_t a_rows, a_cols, b_rows, b_cols, d_rows, d_cols;
-  };
   // The operands' address alignments in bytes (powers of two up to 256): an algorithm is chosen
   // per shape and alignment, since the fastest ones need 16-byte aligned operands.
   struct Alignments {
