@@ -20,7 +20,12 @@
 #include "train/collective.h"
 #include "train/init_source.h"
 #include "train/train_config.h"
+#include "train/train_device.h"
 #include "train/trainer.h"
+#ifdef KIPP_HAVE_CUDA
+#include "backend/cuda/cuda_device.h"
+#include "train/cuda/cuda_training_model.h"
+#endif
 
 namespace kipp::cli {
 namespace {
@@ -48,6 +53,10 @@ Ctrl-C or SIGTERM saves a checkpoint and exits; a second Ctrl-C exits at once.
 Under `mpirun -np N` (a build with MPI) the run is data-parallel: each rank reads its share of
 every step's windows, gradients are summed across ranks, rank 0 alone writes and shows progress
 (docs/SCALING.md).
+
+--device cuda (train.device: cuda) runs the forward and backward passes on an NVIDIA GPU (BF16
+products, FP32 sums; AdamW stays on the host); checkpoints are the CPU run's, so a run may move
+between devices on --resume. Not yet with LoRA, mpirun or train.recompute_blocks (docs/TRAINING.md).
 
 Examples:
   kipp train --config configs/tiny.yaml --set tokenizer=tokenizer.json --set data.train=[corpus.txt]
@@ -82,7 +91,18 @@ struct TrainArgs {
   std::string init;
   uint64_t until_step = 0;
   bool plain = false;
+  std::string device;
 };
+
+// What this process can tell of the GPU; the probe runs only for a cuda run.
+train::GpuProbe probe_gpu() {
+  train::GpuProbe probe;
+#ifdef KIPP_HAVE_CUDA
+  probe.built = true;
+  if (auto info = cuda_device_info(); !info) probe.usable = make_error(info.message());
+#endif
+  return probe;
+}
 
 std::string duration_text(double seconds) {
   const auto total = uint64_t(seconds + 0.5);
@@ -121,6 +141,13 @@ int train_as_rank(const TrainArgs& args, train::Collective& processes) {
   }
   auto config = train::load_train_config(config_path, args.overrides, init ? &*init : nullptr);
   if (!config) return failed(config.message());
+  if (config->train.device == train::TrainDevice::Cuda) {
+    if (Status device = train::check_train_device(*config, processes.size(), probe_gpu()); !device.ok())
+      return failed(device.message());
+#ifdef KIPP_HAVE_CUDA
+    run.device_model = train::cuda::create_cuda_training_model;
+#endif
+  }
   run.config = std::move(*config);
   if (!args.resume.empty()) {
     run.resume = true;
@@ -196,6 +223,8 @@ void register_train(CLI::App& app, Action& action) {
       "its config fills the model section");
   command->add_flag("--plain", args->plain,
                     "Plain log lines instead of the live panel (also when stderr is not a terminal or TERM=dumb)");
+  command->add_option("--device", args->device, "Where the step runs: cpu or cuda (sets train.device)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   command->add_option("--until-step", args->until_step,
                       "Stop (saving a checkpoint) after this step; the schedule still runs to train.max_steps");
   config_option->excludes(resume_option);
@@ -205,6 +234,7 @@ void register_train(CLI::App& app, Action& action) {
       action = [] { return fail("train: give --config FILE for a new run or --resume RUN_DIR"); };
       return;
     }
+    if (!args->device.empty()) args->overrides.push_back("train.device=" + args->device);
     action = [args] { return run_train(*args); };
   });
 }

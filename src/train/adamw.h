@@ -32,15 +32,19 @@ class AdamW {
   std::span<float> second_moment() { return v_; }
   std::span<const float> first_moment() const { return m_; }
   std::span<const float> second_moment() const { return v_; }
+  const AdamWOptions& options() const { return options_; }
 
- private:
-  AdamWOptions options_;
-  std::vector<float> m_, v_;
   struct DecayRange {
     uint64_t offset, count;
     bool decays;
   };
-  std::vector<DecayRange> ranges_;  // one per tensor: whether weight decay applies to it
+  // One per tensor: whether weight decay applies to it (the GPU optimizer applies the same rule).
+  std::span<const DecayRange> decay_ranges() const { return ranges_; }
+
+ private:
+  AdamWOptions options_;
+  std::vector<float> m_, v_;
+  std::vector<DecayRange> ranges_;
   uint64_t steps_ = 0;
 };
 

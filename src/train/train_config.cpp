@@ -138,6 +138,7 @@ void visit_fields(Config& c, Visit&& visit) {
   visit("train.threads", c.train.threads, kNonNegativeInt);
   visit("train.recompute_blocks", c.train.recompute_blocks);
   visit("train.precision", c.train.precision);
+  visit("train.device", c.train.device);
   visit("train.max_bad_steps", c.train.max_bad_steps, kPositiveInt);
   visit("train.allreduce_overlap", c.train.allreduce_overlap);
   visit("train.lora.rank", c.train.lora.rank, kNonNegativeInt);
@@ -469,6 +470,13 @@ class Reader {
       return {};
     });
   }
+  void operator()(const char* name, TrainDevice& value) {
+    read(name, [&](const Source& s) -> Status {
+      if (!s.node.IsScalar()) return make_error("expected cpu or cuda, got " + found_text(s.node));
+      KIPP_ASSIGN_OR_RETURN(value, parse_device(s.node.Scalar()));
+      return {};
+    });
+  }
   void operator()(const char* name, const Fixed& rule) {
     read(name, [&](const Source& s) -> Status {
       if (s.node.IsScalar() && rule.accepts(s.node.Scalar())) return {};
@@ -683,6 +691,7 @@ class Writer {
   }
   void operator()(const char* name, ScheduleKind value) { key(name) << std::string(schedule_name(value)); }
   void operator()(const char* name, Precision value) { key(name) << std::string(precision_name(value)); }
+  void operator()(const char* name, TrainDevice value) { key(name) << std::string(device_name(value)); }
   void operator()(const char* name, const Fixed& rule) { key(name) << rule.value; }
   void operator()(const char* name, const std::vector<LoraTarget>& value) {
     key(name) << YAML::Flow << YAML::BeginSeq;

@@ -22,6 +22,7 @@
 #include "train/lora.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
+#include "train/train_device.h"
 
 namespace kipp::train {
 
@@ -90,6 +91,8 @@ struct TrainSection {
   LoraOptions lora;
   // The products' operands (their sums are FP32 either way).
   Precision precision = Precision::Fp32;
+  // Where the step runs; the GPU's products take BF16 operands with FP32 sums whatever `precision` says.
+  TrainDevice device = TrainDevice::Cpu;
 
   bool operator==(const TrainSection&) const = default;
 };

@@ -32,6 +32,7 @@
 #include "train/peft_adapter.h"
 #include "train/run_log.h"
 #include "train/samples.h"
+#include "train/train_device.h"
 #include "train/training_data.h"
 #include "train/training_model.h"
 #include "xxhash.h"
@@ -639,6 +640,11 @@ Expected<data::PackedDataset> load_data_rank0_first(Collective& collective, cons
 Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& events, const std::atomic<bool>* stop) {
   const TrainConfig& config = run.config;
   const std::string latest = config.run_dir + "/latest";
+  if (config.train.device == TrainDevice::Cuda) {
+    if (!run.device_model) return cuda_step_unavailable();
+    KIPP_RETURN_IF_ERROR(
+        check_train_device(config, run.collective ? run.collective->size() : 1, GpuProbe{.built = true, .usable = {}}));
+  }
   KIPP_RETURN_IF_ERROR(check_run_dir(run, latest));
   std::unique_ptr<Collective> one_process = run.collective ? nullptr : make_local_collective();
   Collective& collective = run.collective ? *run.collective : *one_process;
@@ -692,10 +698,14 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
   model_options.seq_len = resolved.train.seq_len;
   model_options.recompute_blocks = resolved.train.recompute_blocks;
   model_options.precision = resolved.train.precision;
+  const bool on_gpu = resolved.train.device == TrainDevice::Cuda;
   KIPP_ASSIGN_OR_RETURN(std::unique_ptr<TrainingModel> model,
-                        base ? TrainingModel::create_lora(*base, *adapters, model_options)
-                             : TrainingModel::create(layout, model_options));
-  tell(events, resolved.train.precision == Precision::Bf16
+                        base     ? TrainingModel::create_lora(*base, *adapters, model_options)
+                        : on_gpu ? run.device_model(layout, model_options)
+                                 : TrainingModel::create(layout, model_options));
+  tell(events, on_gpu ? std::string("device: cuda (forward and backward on the GPU with BF16 products and FP32 sums; "
+                                    "gradients summed and AdamW applied on the host)")
+               : resolved.train.precision == Precision::Bf16
                    ? std::string("precision: bf16 products (BF16 operands, FP32 sums) on the ") +
                          kernels::cpu_kernels().name + " kernels"
                    : std::string("precision: fp32 products (OpenBLAS sgemm)"));

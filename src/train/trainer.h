@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "core/status.h"
 #include "data/token_cache.h"
 #include "train/train_config.h"
+#include "train/training_model.h"
 
 namespace kipp::train {
 
@@ -31,6 +33,11 @@ struct TrainRun {
   // The processes this run is one rank of (`mpirun -np N`): each step's windows are split
   // between them and their gradients summed; rank 0 alone writes. Null: one process.
   Collective* collective = nullptr;
+  // The model of a run whose train.device is cuda: the caller that can see the GPU (the CLI)
+  // passes the GPU model's factory, already checked with check_train_device; without one such
+  // a run is refused.
+  std::function<Expected<std::unique_ptr<TrainingModel>>(const ParameterLayout&, const TrainingModelOptions&)>
+      device_model;
 };
 
 struct StepReport {

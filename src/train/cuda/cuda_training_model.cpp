@@ -1,0 +1,428 @@
+#include "train/cuda/cuda_training_model.h"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/train_embedding_plan.h"
+#include "kernels/cuda/train_gemm.h"
+#include "kernels/cuda/train_head.h"
+#include "kernels/cuda/train_kernels.h"
+
+namespace kipp::train::cuda {
+namespace {
+
+namespace gpu = kipp::cuda::train;
+using bf16 = __nv_bfloat16;
+
+Status cuda_ok(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return ok_status();
+  return make_error(std::string("GPU training: ") + what + ": " + cudaGetErrorString(error));
+}
+
+// One device allocation, freed with its owner.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), count_(other.count_) { other.data_ = nullptr; }
+  ~DeviceBuffer() { cudaFree(data_); }
+
+  Status allocate(size_t count) {
+    count_ = count;
+    return cuda_ok(cudaMalloc(&data_, std::max<size_t>(1, count) * sizeof(T)), "cudaMalloc");
+  }
+  T* get() const { return data_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+// What one layer's backward reads of its forward.
+struct LayerSaved {
+  DeviceBuffer<float> input, attn_rstd, qkv, qk_rstd, qk, stats, attn, mid, ffn_rstd, gate_up;
+  DeviceBuffer<bf16> attn_normed, attn_out, ffn_normed;  // the products' BF16 inputs
+};
+
+class CudaTrainingModel final : public TrainingModel {
+ public:
+  CudaTrainingModel(const ParameterLayout& layout, const TrainingModelOptions& options)
+      : layout_(layout), config_(layout.config()), options_(options) {}
+  ~CudaTrainingModel() override {
+    gemm_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Status allocate();
+
+  Expected<LossSums> forward_backward(std::span<const float> params, const TokenBatch& batch, float grad_scale,
+                                      std::span<float> grads) override {
+    return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, grad_scale, grads);
+  }
+  void set_gradients_ready(GradientsReady) override {}
+  Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) override {
+    return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, 0.0f, {});
+  }
+  Status logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch, uint32_t seq_len,
+                std::span<float> out) override;
+  uint64_t workspace_bytes() const override { return workspace_bytes_; }
+
+ private:
+  Expected<LossSums> run(std::span<const float> params, std::span<const int32_t> inputs,
+                         std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len, float grad_scale,
+                         std::span<float> grads);
+  // Checks the batch, uploads the parameters and ids and runs the layers and the final norm.
+  Expected<gpu::QkvShape> forward_pass(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
+                                       uint32_t seq_len);
+  Status forward(uint32_t rows, const gpu::QkvShape& shape);
+  Status upload(void* dst, const void* src, size_t bytes) {
+    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+  }
+  Status layer_backward(size_t layer, uint32_t rows, const gpu::QkvShape& shape);
+  // dst = src (device floats), on the stream.
+  Status copy(float* dst, const float* src, size_t count) {
+    return cuda_ok(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDeviceToDevice, stream_), "copy");
+  }
+  Status to_bf16(const float* x, size_t count, bf16* out) {
+    return cuda_ok(gpu::round_to_bf16(x, count, out, stream_), "round to bf16");
+  }
+  const float* param(uint64_t offset) const { return params_.get() + offset; }
+  const bf16* weight(uint64_t offset) const { return weights_.get() + offset; }
+  float* grad(uint64_t offset) const { return grads_.get() + offset; }
+
+  ParameterLayout layout_;
+  ModelConfig config_;
+  TrainingModelOptions options_;
+  size_t hidden_ = 0, ffn_ = 0, q_width_ = 0, qk_width_ = 0, qkv_width_ = 0, vocab_ = 0;
+  uint64_t workspace_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<gpu::TrainGemm> gemm_;
+
+  DeviceBuffer<float> params_, grads_;
+  DeviceBuffer<bf16> weights_;  // the parameters rounded to BF16, same offsets
+  std::vector<LayerSaved> saved_;
+  DeviceBuffer<float> final_x_, final_rstd_, final_normed_, normed_, act_, rope_cos_, rope_sin_;
+  DeviceBuffer<bf16> act_bf16_, d_bf16_;
+  DeviceBuffer<float> d_stream_, d_mid_, d_normed_, d_act_, d_attn_, d_qk_, d_qkv_, row_dots_, partials_, row_loss_;
+  DeviceBuffer<bf16> head_input_, head_dlogits_;
+  DeviceBuffer<float> head_logits_, head_dinput_;
+  DeviceBuffer<int32_t> ids_, counted_targets_, plan_ids_;
+  DeviceBuffer<uint32_t> counted_rows_, plan_starts_, plan_rows_;
+  std::vector<float> host_grads_, host_loss_;
+};
+
+Status CudaTrainingModel::allocate() {
+  hidden_ = config_.hidden_size;
+  ffn_ = config_.ffn_size;
+  q_width_ = size_t{config_.num_heads} * config_.head_dim;
+  qk_width_ = size_t{config_.num_heads + config_.num_kv_heads} * config_.head_dim;
+  qkv_width_ = size_t{config_.num_heads + 2 * config_.num_kv_heads} * config_.head_dim;
+  vocab_ = config_.vocab_size;
+  if (config_.head_dim % 32 != 0 || config_.head_dim > gpu::kMaxHeadDim) {
+    return make_error("GPU training: head_dim " + std::to_string(config_.head_dim) + " is not a multiple of 32 up to " +
+                      std::to_string(gpu::kMaxHeadDim));
+  }
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"));
+  KIPP_ASSIGN_OR_RETURN(gemm_, gpu::TrainGemm::create(stream_));
+
+  const size_t rows = size_t{options_.max_batch} * options_.seq_len;
+  const size_t heads = config_.num_heads + config_.num_kv_heads;
+  const uint64_t total = layout_.total();
+  KIPP_RETURN_IF_ERROR(params_.allocate(total));
+  KIPP_RETURN_IF_ERROR(grads_.allocate(total));
+  KIPP_RETURN_IF_ERROR(weights_.allocate(total));
+  saved_.resize(config_.num_layers);
+  for (LayerSaved& s : saved_) {
+    KIPP_RETURN_IF_ERROR(s.input.allocate(rows * hidden_));
+    KIPP_RETURN_IF_ERROR(s.attn_rstd.allocate(rows));
+    KIPP_RETURN_IF_ERROR(s.qkv.allocate(rows * qkv_width_));
+    KIPP_RETURN_IF_ERROR(s.qk_rstd.allocate(rows * heads));
+    KIPP_RETURN_IF_ERROR(s.qk.allocate(rows * qk_width_));
+    KIPP_RETURN_IF_ERROR(s.stats.allocate(rows * config_.num_heads * 2));
+    KIPP_RETURN_IF_ERROR(s.attn.allocate(rows * q_width_));
+    KIPP_RETURN_IF_ERROR(s.mid.allocate(rows * hidden_));
+    KIPP_RETURN_IF_ERROR(s.ffn_rstd.allocate(rows));
+    KIPP_RETURN_IF_ERROR(s.gate_up.allocate(rows * 2 * ffn_));
+    KIPP_RETURN_IF_ERROR(s.attn_normed.allocate(rows * hidden_));
+    KIPP_RETURN_IF_ERROR(s.attn_out.allocate(rows * q_width_));
+    KIPP_RETURN_IF_ERROR(s.ffn_normed.allocate(rows * hidden_));
+  }
+  const size_t widest = std::max({2 * ffn_, qkv_width_, hidden_});
+  KIPP_RETURN_IF_ERROR(final_x_.allocate(rows * hidden_));
+  KIPP_RETURN_IF_ERROR(final_rstd_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(final_normed_.allocate(rows * hidden_));
+  KIPP_RETURN_IF_ERROR(normed_.allocate(rows * hidden_));
+  KIPP_RETURN_IF_ERROR(act_.allocate(rows * ffn_));
+  KIPP_RETURN_IF_ERROR(act_bf16_.allocate(rows * ffn_));
+  KIPP_RETURN_IF_ERROR(d_bf16_.allocate(rows * widest));
+  KIPP_RETURN_IF_ERROR(d_stream_.allocate(rows * hidden_));
+  KIPP_RETURN_IF_ERROR(d_mid_.allocate(rows * hidden_));
+  KIPP_RETURN_IF_ERROR(d_normed_.allocate(rows * hidden_));
+  KIPP_RETURN_IF_ERROR(d_act_.allocate(rows * ffn_));
+  KIPP_RETURN_IF_ERROR(d_attn_.allocate(rows * q_width_));
+  KIPP_RETURN_IF_ERROR(d_qk_.allocate(rows * qk_width_));
+  KIPP_RETURN_IF_ERROR(d_qkv_.allocate(rows * qkv_width_));
+  KIPP_RETURN_IF_ERROR(row_dots_.allocate(rows * config_.num_heads));
+  KIPP_RETURN_IF_ERROR(partials_.allocate(
+      gpu::gain_partials(uint32_t(rows), uint32_t(std::max<size_t>(hidden_, 2 * config_.head_dim)))));
+  KIPP_RETURN_IF_ERROR(row_loss_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(head_input_.allocate(size_t{gpu::kHeadChunkRows} * hidden_));
+  KIPP_RETURN_IF_ERROR(head_dlogits_.allocate(size_t{gpu::kHeadChunkRows} * vocab_));
+  KIPP_RETURN_IF_ERROR(head_logits_.allocate(size_t{gpu::kHeadChunkRows} * vocab_));
+  KIPP_RETURN_IF_ERROR(head_dinput_.allocate(size_t{gpu::kHeadChunkRows} * hidden_));
+  KIPP_RETURN_IF_ERROR(ids_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(counted_targets_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(counted_rows_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(plan_ids_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(plan_starts_.allocate(rows + 1));
+  KIPP_RETURN_IF_ERROR(plan_rows_.allocate(rows));
+
+  // The CPU model's rotary tables, computed the same way on the host.
+  const size_t half = config_.head_dim / 2;
+  std::vector<float> cos(size_t{options_.seq_len} * half), sin(cos.size());
+  for (size_t position = 0; position < options_.seq_len; ++position) {
+    for (size_t i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(config_.rope_theta, -2.0 * double(i) / double(config_.head_dim));
+      const double angle = double(position) * inv_freq;
+      cos[position * half + i] = static_cast<float>(std::cos(angle));
+      sin[position * half + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  KIPP_RETURN_IF_ERROR(rope_cos_.allocate(cos.size()));
+  KIPP_RETURN_IF_ERROR(rope_sin_.allocate(sin.size()));
+  KIPP_RETURN_IF_ERROR(cuda_ok(
+      cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
+  KIPP_RETURN_IF_ERROR(cuda_ok(
+      cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
+  host_grads_.resize(total);
+  host_loss_.resize(rows);
+  size_t free_bytes = 0, total_bytes = 0;
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  workspace_bytes_ = total_bytes - free_bytes;
+  return ok_status();
+}
+
+Status CudaTrainingModel::forward(uint32_t rows, const gpu::QkvShape& shape) {
+  const float eps = float(config_.rms_norm_eps);
+  for (size_t l = 0; l < saved_.size(); ++l) {
+    LayerSaved& s = saved_[l];
+    const LayerOffsets& o = layout_.layers()[l];
+    float* output = l + 1 < saved_.size() ? saved_[l + 1].input.get() : final_x_.get();
+    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_forward(s.input.get(), param(o.attn_norm), rows, uint32_t(hidden_), eps,
+                                                      s.attn_rstd.get(), normed_.get(), stream_),
+                                 "attention norm"));
+    KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.attn_normed.get()));
+    KIPP_RETURN_IF_ERROR(
+        gemm_->xwt(s.attn_normed.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, s.qkv.get()));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(gpu::qk_norm_rope_forward(s.qkv.get(), param(o.q_norm), param(o.k_norm), shape, rope_cos_.get(),
+                                          rope_sin_.get(), eps, s.qk_rstd.get(), s.qk.get(), stream_),
+                "q/k norm and rope"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        gpu::attention_forward(s.qk.get(), s.qkv.get(), shape, s.stats.get(), s.attn.get(), stream_), "attention"));
+    KIPP_RETURN_IF_ERROR(to_bf16(s.attn.get(), rows * q_width_, s.attn_out.get()));
+    KIPP_RETURN_IF_ERROR(copy(s.mid.get(), s.input.get(), rows * hidden_));
+    KIPP_RETURN_IF_ERROR(gemm_->xwt(s.attn_out.get(), weight(o.o_proj), rows, hidden_, q_width_, 1.0f, s.mid.get()));
+    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_forward(s.mid.get(), param(o.ffn_norm), rows, uint32_t(hidden_), eps,
+                                                      s.ffn_rstd.get(), normed_.get(), stream_),
+                                 "feed-forward norm"));
+    KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.ffn_normed.get()));
+    KIPP_RETURN_IF_ERROR(
+        gemm_->xwt(s.ffn_normed.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f, s.gate_up.get()));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(gpu::swiglu_forward(s.gate_up.get(), rows, uint32_t(ffn_), act_.get(), stream_), "swiglu"));
+    KIPP_RETURN_IF_ERROR(to_bf16(act_.get(), rows * ffn_, act_bf16_.get()));
+    KIPP_RETURN_IF_ERROR(copy(output, s.mid.get(), rows * hidden_));
+    KIPP_RETURN_IF_ERROR(gemm_->xwt(act_bf16_.get(), weight(o.down_proj), rows, hidden_, ffn_, 1.0f, output));
+  }
+  return cuda_ok(gpu::rmsnorm_forward(final_x_.get(), param(layout_.final_norm()), rows, uint32_t(hidden_), eps,
+                                      final_rstd_.get(), final_normed_.get(), stream_),
+                 "final norm");
+}
+
+// d_stream_ holds d(loss)/d(layer output) on entry and d(loss)/d(layer input) on return.
+Status CudaTrainingModel::layer_backward(size_t l, uint32_t rows, const gpu::QkvShape& shape) {
+  LayerSaved& s = saved_[l];
+  const LayerOffsets& o = layout_.layers()[l];
+  float* partials = partials_.get();
+  // Feed-forward: gate_up becomes its own gradient and d_act_ the down projection's input.
+  KIPP_RETURN_IF_ERROR(to_bf16(d_stream_.get(), rows * hidden_, d_bf16_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.down_proj), rows, hidden_, ffn_, 0.0f, d_act_.get()));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::swiglu_backward(s.gate_up.get(), d_act_.get(), rows, uint32_t(ffn_), stream_), "swiglu backward"));
+  KIPP_RETURN_IF_ERROR(to_bf16(d_act_.get(), rows * ffn_, act_bf16_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), act_bf16_.get(), rows, hidden_, ffn_, grad(o.down_proj)));
+  KIPP_RETURN_IF_ERROR(to_bf16(s.gate_up.get(), rows * 2 * ffn_, d_bf16_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f, d_normed_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.ffn_normed.get(), rows, 2 * ffn_, hidden_, grad(o.gate_proj)));
+  KIPP_RETURN_IF_ERROR(copy(d_mid_.get(), d_stream_.get(), rows * hidden_));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), s.mid.get(), s.ffn_rstd.get(), param(o.ffn_norm), rows,
+                                    uint32_t(hidden_), partials, d_mid_.get(), grad(o.ffn_norm), stream_),
+              "feed-forward norm backward"));
+  // Attention.
+  KIPP_RETURN_IF_ERROR(to_bf16(d_mid_.get(), rows * hidden_, d_bf16_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.o_proj), rows, hidden_, q_width_, 0.0f, d_attn_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.attn_out.get(), rows, hidden_, q_width_, grad(o.o_proj)));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::attention_backward(s.qk.get(), s.qkv.get(), s.attn.get(), s.stats.get(), d_attn_.get(), shape,
+                                      row_dots_.get(), d_qk_.get(), d_qkv_.get(), stream_),
+              "attention backward"));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::qk_norm_rope_backward(d_qk_.get(), s.qkv.get(), s.qk_rstd.get(), param(o.q_norm), param(o.k_norm),
+                                         shape, rope_cos_.get(), rope_sin_.get(), partials, d_qkv_.get(),
+                                         grad(o.q_norm), grad(o.k_norm), stream_),
+              "q/k norm and rope backward"));
+  KIPP_RETURN_IF_ERROR(to_bf16(d_qkv_.get(), rows * qkv_width_, d_bf16_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, d_normed_.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.attn_normed.get(), rows, qkv_width_, hidden_, grad(o.q_proj)));
+  KIPP_RETURN_IF_ERROR(copy(d_stream_.get(), d_mid_.get(), rows * hidden_));
+  return cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), s.input.get(), s.attn_rstd.get(), param(o.attn_norm), rows,
+                                       uint32_t(hidden_), partials, d_stream_.get(), grad(o.attn_norm), stream_),
+                 "attention norm backward");
+}
+
+Expected<gpu::QkvShape> CudaTrainingModel::forward_pass(std::span<const float> params, std::span<const int32_t> inputs,
+                                                        uint32_t batch, uint32_t seq_len) {
+  const uint64_t total = layout_.total();
+  if (params.size() != total)
+    return make_error("GPU training: the parameter buffer is not " + std::to_string(total) + " floats");
+  if (batch == 0 || batch > options_.max_batch || seq_len == 0 || seq_len > options_.seq_len)
+    return make_error("GPU training: batch " + std::to_string(batch) + " x " + std::to_string(seq_len) +
+                      " is outside the 1.." + std::to_string(options_.max_batch) + " x 1.." +
+                      std::to_string(options_.seq_len) + " it was created for");
+  const uint32_t rows = batch * seq_len;
+  if (inputs.size() != rows)
+    return make_error("GPU training: inputs must hold batch x seq_len = " + std::to_string(rows) + " ids");
+  for (uint32_t r = 0; r < rows; ++r) {
+    if (inputs[r] < 0 || size_t(inputs[r]) >= vocab_)
+      return make_error("GPU training: inputs[" + std::to_string(r) + "] = " + std::to_string(inputs[r]) +
+                        " is not a token id (vocab " + std::to_string(vocab_) + ")");
+  }
+  const gpu::QkvShape shape{.rows = rows,
+                            .seq_len = seq_len,
+                            .q_heads = config_.num_heads,
+                            .kv_heads = config_.num_kv_heads,
+                            .head_dim = config_.head_dim};
+  KIPP_RETURN_IF_ERROR(upload(params_.get(), params.data(), total * sizeof(float)));
+  KIPP_RETURN_IF_ERROR(to_bf16(params_.get(), total, weights_.get()));
+  KIPP_RETURN_IF_ERROR(upload(ids_.get(), inputs.data(), rows * sizeof(int32_t)));
+  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::embedding_forward(param(layout_.embedding()), ids_.get(), rows, uint32_t(hidden_),
+                                                      saved_[0].input.get(), stream_),
+                               "embedding"));
+  KIPP_RETURN_IF_ERROR(forward(rows, shape));
+  return shape;
+}
+
+Status CudaTrainingModel::logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
+                                 uint32_t seq_len, std::span<float> out) {
+  KIPP_ASSIGN_OR_RETURN(const gpu::QkvShape shape, forward_pass(params, inputs, batch, seq_len));
+  if (out.size() != size_t{shape.rows} * vocab_)
+    return make_error("GPU training: the logits buffer is not rows x vocab floats");
+  std::vector<uint32_t> all(shape.rows);
+  for (uint32_t r = 0; r < shape.rows; ++r) all[r] = r;
+  KIPP_RETURN_IF_ERROR(upload(counted_rows_.get(), all.data(), all.size() * sizeof(uint32_t)));
+  const gpu::HeadScratch scratch{head_input_.get(), head_logits_.get(), head_dlogits_.get(), head_dinput_.get()};
+  return gpu::head_logits(*gemm_, final_normed_.get(), counted_rows_.get(), shape.rows, uint32_t(hidden_),
+                          uint32_t(vocab_), weight(layout_.head()), scratch, out.data());
+}
+
+Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::span<const int32_t> inputs,
+                                          std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len,
+                                          float grad_scale, std::span<float> grads) {
+  const bool backward = !grads.empty();
+  const uint64_t total = layout_.total();
+  if (backward && grads.size() != total)
+    return make_error("GPU training: the gradient buffer is not " + std::to_string(total) + " floats");
+  if (targets.size() != inputs.size()) return make_error("GPU training: targets and inputs differ in length");
+  std::vector<uint32_t> counted;
+  std::vector<int32_t> counted_targets;
+  for (uint32_t r = 0; r < targets.size(); ++r) {
+    if (targets[r] == kIgnoreTarget) continue;
+    if (targets[r] < 0 || size_t(targets[r]) >= vocab_)
+      return make_error("GPU training: targets[" + std::to_string(r) + "] = " + std::to_string(targets[r]) +
+                        " is not a token id (vocab " + std::to_string(vocab_) + ") or " +
+                        std::to_string(kIgnoreTarget));
+    counted.push_back(r);
+    counted_targets.push_back(targets[r]);
+  }
+  KIPP_ASSIGN_OR_RETURN(const gpu::QkvShape shape, forward_pass(params, inputs, batch, seq_len));
+  const uint32_t rows = shape.rows;
+  KIPP_ASSIGN_OR_RETURN(const gpu::EmbeddingGradPlan plan, gpu::plan_embedding_grad(inputs, uint32_t(vocab_)));
+  KIPP_RETURN_IF_ERROR(upload(counted_rows_.get(), counted.data(), counted.size() * sizeof(uint32_t)));
+  KIPP_RETURN_IF_ERROR(
+      upload(counted_targets_.get(), counted_targets.data(), counted_targets.size() * sizeof(int32_t)));
+
+  gpu::HeadProblem head;
+  head.normed = final_normed_.get();
+  head.counted_rows = counted_rows_.get();
+  head.targets = counted_targets_.get();
+  head.counted = uint32_t(counted.size());
+  head.hidden = uint32_t(hidden_);
+  head.vocab = uint32_t(vocab_);
+  head.weight = weight(layout_.head());
+  head.row_loss = row_loss_.get();
+  if (backward) {
+    KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemsetAsync(grads_.get(), 0, total * sizeof(float), stream_), "clear gradients"));
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(cudaMemsetAsync(d_normed_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_), "clear"));
+    head.grad_scale = grad_scale;
+    head.weight_grad = grad(layout_.head());
+    head.d_normed = d_normed_.get();
+  }
+  const gpu::HeadScratch scratch{head_input_.get(), head_logits_.get(), head_dlogits_.get(), head_dinput_.get()};
+  KIPP_RETURN_IF_ERROR(gpu::head_cross_entropy(*gemm_, head, scratch));
+
+  if (backward) {
+    KIPP_RETURN_IF_ERROR(
+        cuda_ok(cudaMemsetAsync(d_stream_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_), "clear"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        gpu::rmsnorm_backward(d_normed_.get(), final_x_.get(), final_rstd_.get(), param(layout_.final_norm()), rows,
+                              uint32_t(hidden_), partials_.get(), d_stream_.get(), grad(layout_.final_norm()), stream_),
+        "final norm backward"));
+    for (size_t l = saved_.size(); l-- > 0;) KIPP_RETURN_IF_ERROR(layer_backward(l, rows, shape));
+    KIPP_RETURN_IF_ERROR(upload(plan_ids_.get(), plan.ids.data(), plan.ids.size() * sizeof(int32_t)));
+    KIPP_RETURN_IF_ERROR(upload(plan_starts_.get(), plan.starts.data(), plan.starts.size() * sizeof(uint32_t)));
+    KIPP_RETURN_IF_ERROR(upload(plan_rows_.get(), plan.rows.data(), plan.rows.size() * sizeof(uint32_t)));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        gpu::embedding_backward(d_stream_.get(), plan_ids_.get(), plan_starts_.get(), plan_rows_.get(),
+                                uint32_t(plan.ids.size()), uint32_t(hidden_), grad(layout_.embedding()), stream_),
+        "embedding backward"));
+    KIPP_RETURN_IF_ERROR(cuda_ok(
+        cudaMemcpyAsync(host_grads_.data(), grads_.get(), total * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+        "gradient download"));
+  }
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemcpyAsync(host_loss_.data(), row_loss_.get(), counted.size() * sizeof(float),
+                                               cudaMemcpyDeviceToHost, stream_),
+                               "loss download"));
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaStreamSynchronize(stream_), "step"));
+  if (backward) {
+    for (uint64_t i = 0; i < total; ++i) grads[i] += host_grads_[i];
+  }
+  LossSums sums;
+  for (size_t i = 0; i < counted.size(); ++i) sums.loss_sum += double(host_loss_[i]);
+  sums.counted = counted.size();
+  return sums;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<TrainingModel>> create_cuda_training_model(const ParameterLayout& layout,
+                                                                    const TrainingModelOptions& options) {
+  if (options.recompute_blocks)
+    return make_error("GPU training: train.recompute_blocks has no GPU version yet (every activation is kept)");
+  if (options.max_batch == 0 || options.seq_len == 0) return make_error("GPU training: empty batch shape");
+  auto model = std::make_unique<CudaTrainingModel>(layout, options);
+  KIPP_RETURN_IF_ERROR(model->allocate());
+  return std::unique_ptr<TrainingModel>(std::move(model));
+}
+
+}  // namespace kipp::train::cuda
