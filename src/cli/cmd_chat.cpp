@@ -13,10 +13,10 @@
 #include <string_view>
 
 #include "chat/chat_template.h"
+#include "cli/backend_flag.h"
 #include "cli/chat_conversation.h"
 #include "cli/chat_display.h"
 #include "cli/chat_input.h"
-#include "cli/backend_flag.h"
 #include "cli/commands.h"
 #include "cli/verify_flag.h"
 #include "core/files.h"

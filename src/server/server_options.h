@@ -7,13 +7,13 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include "runtime/engine.h"  // BackendKind
 
 namespace kipp::server {
 
 struct SchedulerOptions {
-  uint32_t max_batch = 16;        // choices decoded together in one step
-  uint32_t ctx = 0;               // positions per choice; 0: the model's context, capped by the pool
+  uint32_t max_batch = 16;  // choices decoded together in one step
+  uint32_t ctx = 0;         // positions per choice; 0: the model's context, capped by the pool
   BackendKind backend = BackendKind::Cpu;
   // K/V memory shared by all sessions (pooled blocks); nullopt: server/kv_pool_size.h decides.
   std::optional<uint32_t> kv_pool_mib;
