@@ -51,7 +51,8 @@ Measures, on --threads threads (0: one per hardware thread):
 ceilings, measured in the same run (a 1 GiB device-to-device copy, bytes read + written per
 second, and an 8192^3 cuBLASLt BF16 product; medians after warm-up); decode is set against the
 copy and prefill against the BF16 product, and a "device" section (name, compute capability,
-driver and runtime, memory after loading, ceilings) joins the JSON. The issue's GPU runs:
+driver and runtime, memory after loading, ceilings) joins the JSON (--no-probe does not skip
+them). Prefill 512 and 2048, batches of 8, 32 and 128 on a GPU:
   kipp bench --backend cuda -m qwen3-0.6b-bf16.gguf --prompt-len 512,2048 --batch 8,32,128
 
 --json prints one JSON document (machine, command, model, every figure with its unit in the
@@ -258,7 +259,9 @@ void register_bench(CLI::App& app, Action& action) {
       command->add_option("--json", args->json_file, "Print JSON instead of the table, or write it to FILE")
           ->expected(0, 1)
           ->type_name("[FILE]");
-  command->add_flag("--no-probe", args->no_probe, "Skip the bandwidth and peak probes (no fractions reported)");
+  command->add_flag(
+      "--no-probe", args->no_probe,
+      "Skip the host's bandwidth and peak probes (no fractions on the cpu; cuda measures its ceilings anyway)");
   add_no_verify_flag(*command, args->no_verify);
   command->add_flag("--kernels", args->list_kernels,
                     "List the kernel tables this CPU runs and the one in use (KIPP_KERNELS or the best), and exit");
