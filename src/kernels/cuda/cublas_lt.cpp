@@ -26,8 +26,10 @@ Opened open_library() {
   void* library = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
     const char* why = dlerror();
-    opened.error = std::string("cannot open ") + kLibrary + " (cuBLASLt, part of the CUDA toolkit; add its folder to "
-                   "LD_LIBRARY_PATH): " + (why != nullptr ? why : "not found");
+    opened.error = std::string("cannot open ") + kLibrary +
+                   " (cuBLASLt, part of the CUDA toolkit; add its folder to "
+                   "LD_LIBRARY_PATH): " +
+                   (why != nullptr ? why : "not found");
     return opened;
   }
   CublasLt& t = opened.table;
