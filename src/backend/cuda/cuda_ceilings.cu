@@ -121,9 +121,9 @@ Expected<double> copy_bytes_per_second(Timer& timer) {
                                                                kCopyBytes / sizeof(uint32_t), 1);
   KIPP_RETURN_IF_ERROR(check(cudaGetLastError(), "filling the copy's source"));
   KIPP_ASSIGN_OR_RETURN(const double seconds, timer.median_seconds([&] {
-    return check(cudaMemcpyAsync(destination.data(), source.data(), kCopyBytes, cudaMemcpyDeviceToDevice,
-                                 timer.stream()),
-                 "cudaMemcpyAsync");
+    return check(
+        cudaMemcpyAsync(destination.data(), source.data(), kCopyBytes, cudaMemcpyDeviceToDevice, timer.stream()),
+        "cudaMemcpyAsync");
   }));
   return 2.0 * static_cast<double>(kCopyBytes) / seconds;  // every byte is read once and written once
 }
@@ -154,9 +154,9 @@ struct ProductPlan {
     KIPP_RETURN_IF_ERROR(
         lt->check(lt->matmul_desc_create(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate"));
     const cublasOperation_t transpose = CUBLAS_OP_T;
-    KIPP_RETURN_IF_ERROR(lt->check(lt->matmul_desc_set_attribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                                                 sizeof transpose),
-                                   "cublasLtMatmulDescSetAttribute"));
+    KIPP_RETURN_IF_ERROR(
+        lt->check(lt->matmul_desc_set_attribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose),
+                  "cublasLtMatmulDescSetAttribute"));
     // Column-major: A is K x M read transposed (so its rows are the K-contiguous weight rows), B is
     // K x N, D is M x N.
     KIPP_RETURN_IF_ERROR(lt->check(lt->matrix_layout_create(&a, CUDA_R_16BF, n, n, static_cast<int64_t>(n)),
@@ -171,9 +171,9 @@ struct ProductPlan {
                                                                 &workspace, sizeof workspace),
                                    "cublasLtMatmulPreferenceSetAttribute"));
     int found = 0;
-    KIPP_RETURN_IF_ERROR(lt->check(lt->algo_get_heuristic(handle, operation, a, b, d, d, preference, 1, &heuristic,
-                                                          &found),
-                                   "cublasLtMatmulAlgoGetHeuristic"));
+    KIPP_RETURN_IF_ERROR(
+        lt->check(lt->algo_get_heuristic(handle, operation, a, b, d, d, preference, 1, &heuristic, &found),
+                  "cublasLtMatmulAlgoGetHeuristic"));
     if (found < 1) return make_error("measuring the GPU's ceilings: cuBLASLt offers no BF16 product algorithm");
     return ok_status();
   }
@@ -195,10 +195,10 @@ Expected<double> bf16_flops_per_second(Timer& timer) {
   KIPP_RETURN_IF_ERROR(plan.create(lt));
   const float alpha = 1.0f, beta = 0.0f;
   KIPP_ASSIGN_OR_RETURN(const double seconds, timer.median_seconds([&] {
-    return lt->check(lt->matmul(plan.handle, plan.operation, &alpha, a.data(), plan.a, b.data(), plan.b, &beta, d.data(),
-                                plan.d, d.data(), plan.d, &plan.heuristic.algo, workspace.data(), kWorkspaceBytes,
-                                timer.stream()),
-                     "cublasLtMatmul");
+    return lt->check(
+        lt->matmul(plan.handle, plan.operation, &alpha, a.data(), plan.a, b.data(), plan.b, &beta, d.data(), plan.d,
+                   d.data(), plan.d, &plan.heuristic.algo, workspace.data(), kWorkspaceBytes, timer.stream()),
+        "cublasLtMatmul");
   }));
   const double n = static_cast<double>(kProductSize);
   return 2.0 * n * n * n / seconds;
