@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_device.h"
 #ifdef KIPP_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -16,11 +17,10 @@ Expected<std::unique_ptr<Backend>> create_backend(BackendKind kind, const Model&
 #ifdef KIPP_HAVE_CUDA
       return create_cuda_backend(model, options);
 #else
-      break;
+      return Error{cuda_device_info().error()};  // names the missing build
 #endif
   }
-  return make_error(
-      "the cuda backend is not built into this Kipp: nvcc was not found when it was built (see docs/GPU.md)");
+  return make_error("unknown backend kind " + std::to_string(static_cast<int>(kind)));
 }
 
 }  // namespace kipp

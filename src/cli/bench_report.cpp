@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "cli/backend_memory.h"
 #include "cli/bench_costs.h"
 #include "kernels/cpu/kernels.h"
 
@@ -48,10 +49,17 @@ std::string percent(double fraction) {
   return text;
 }
 
+// The GPU's measured BF16 product rate as a peak: every weight type's prefill is set against it
+// (the tensor cores' BF16 rate is the ceiling the card states for dense products).
+kernels::PeakRate device_peak(const BenchDevice& device) {
+  return {kernels::MultiplyAddKind::Bf16Dot, "cuBLASLt BF16 product, FP32 accumulation",
+          device.ceilings.bf16_flops_per_second / 2};
+}
+
 struct PrefillFigures {
   double flops = 0;
   double flops_per_second = 0;
-  const kernels::PeakRate* peak = nullptr;
+  std::optional<kernels::PeakRate> peak;
   std::optional<double> fraction_of_peak;
 };
 
@@ -59,7 +67,12 @@ PrefillFigures prefill_figures(const Model& model, const BenchResult& result, co
   PrefillFigures figures;
   figures.flops = prefill_flops(model, run.tokens);
   figures.flops_per_second = figures.flops * run.tokens_per_second.median / run.tokens;
-  figures.peak = prefill_peak(result.peaks, model.weights().layers.front().attn_q.type, run.tokens);
+  if (result.device) {
+    figures.peak = device_peak(*result.device);
+  } else if (const kernels::PeakRate* peak =
+                 prefill_peak(result.peaks, model.weights().layers.front().attn_q.type, run.tokens)) {
+    figures.peak = *peak;
+  }
   if (figures.peak) figures.fraction_of_peak = figures.flops_per_second / figures.peak->flops_per_second();
   return figures;
 }
@@ -71,7 +84,8 @@ struct DecodeFigures {
   double gb_per_second = 0;
   // Against the median and the best of the bandwidth passes taken between the tokens: the
   // median decode rate against the median pass is the like-for-like figure, the best pass
-  // catches the host's fastest moment.
+  // catches the host's fastest moment. On a GPU: against the device copy's bytes per second
+  // (read + written), the median of its runs; no best pass.
   std::optional<double> bandwidth_fraction;
   std::optional<double> best_pass_fraction;
   // Token by token against the pass just before it (its own bytes: the weights and the K/V of
@@ -97,6 +111,8 @@ DecodeFigures decode_figures(const Model& model, const BenchResult& result) {
       fractions.push_back(bytes / d.token_seconds[t] / 1e9 / d.pass_gb_per_second[t]);
     }
     if (!fractions.empty()) figures.paired_fraction = spread_of(std::move(fractions));
+  } else if (result.device) {
+    figures.bandwidth_fraction = figures.gb_per_second * 1e9 / result.device->ceilings.copy_bytes_per_second;
   }
   return figures;
 }
@@ -142,6 +158,31 @@ Json probes_json(const BenchResult& result) {
             {"threads", bw.threads},
             {"instruction", bw.instruction}}},
           {"peak_multiply_add", peaks}};
+}
+
+// The GPU of a cuda run; null on the CPU.
+Json device_json(const BenchResult& result) {
+  if (!result.device) return nullptr;
+  const BenchDevice& d = *result.device;
+  return {{"name", d.info.name},
+          {"compute_capability", std::to_string(d.info.compute_major) + "." + std::to_string(d.info.compute_minor)},
+          {"multiprocessors", d.info.multiprocessors},
+          {"driver_version", d.info.driver_version},
+          {"runtime_version", d.info.runtime_version},
+          {"total_bytes", d.info.total_bytes},
+          {"memory_after_load", backend_memory_json(d.memory_after_load)},
+          {"ceilings",
+           {{"copy_bytes_per_second", d.ceilings.copy_bytes_per_second},
+            {"bf16_flops_per_second", d.ceilings.bf16_flops_per_second}}}};
+}
+
+Json batch_json(const BatchRun& batch) {
+  return {{"sequences", batch.sequences},
+          {"prompt_tokens", batch.prompt_tokens},
+          {"steps", batch.steps},
+          {"aggregate_tokens_per_second", spread_json(batch.tokens_per_second)},
+          {"speedup_vs_single_sequence", batch.speedup.median},
+          {"speedup_per_step", spread_json(batch.speedup)}};
 }
 
 Json prefill_json(const Model& model, const BenchResult& result) {
@@ -194,24 +235,21 @@ nlohmann::ordered_json bench_json(const Engine& engine, const BenchResult& resul
   out["command"] = result.command;
   out["machine"] = machine_json(result.machine);
   out["model"] = model_json(model);
+  const bool on_cpu = !result.device;
   out["engine"] = {{"backend", engine.backend().name()},
-                   {"kernels", kernels::cpu_kernels().name},
+                   {"kernels", on_cpu ? kernels::cpu_kernels().name : engine.backend().name()},
                    {"threads", result.threads},
                    {"max_step_tokens", result.max_step_tokens},
                    {"scratch_bytes", engine.backend().memory().scratch_bytes}};
   out["probes"] = probes_json(result);
+  out["device"] = device_json(result);
   out["prefill"] = prefill_json(model, result);
   out["decode"] = decode_json(model, result);
-  if (result.batch) {
-    out["batch"] = {{"sequences", result.batch->sequences},
-                    {"prompt_tokens", result.batch->prompt_tokens},
-                    {"steps", result.batch->steps},
-                    {"aggregate_tokens_per_second", spread_json(result.batch->tokens_per_second)},
-                    {"speedup_vs_single_sequence", result.batch->speedup.median},
-                    {"speedup_per_step", spread_json(result.batch->speedup)}};
-  } else {
-    out["batch"] = nullptr;
-  }
+  // "batch" is the first --batch size (the field every result has), "batches" all of them.
+  out["batch"] = result.batches.empty() ? Json(nullptr) : batch_json(result.batches.front());
+  auto batches = Json::array();
+  for (const BatchRun& batch : result.batches) batches.push_back(batch_json(batch));
+  out["batches"] = std::move(batches);
   out["memory"] = {{"rss_bytes", result.memory.rss_bytes},
                    {"peak_rss_bytes", result.memory.peak_rss_bytes},
                    {"peak_rss_excludes_probes", result.peak_rss_reset || !result.bandwidth},
@@ -234,8 +272,19 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   std::printf("machine   %s%s, %u hardware threads, %.1f GiB;%s\n", result.machine.cpu_model.c_str(), signature.c_str(),
               result.machine.hardware_threads, static_cast<double>(result.machine.memory_bytes) / (1 << 30),
               flags.c_str());
-  std::printf("engine    %s backend, kernels %s, %u threads\n", engine.backend().name(), kernels::cpu_kernels().name,
-              result.threads);
+  if (const auto& device = result.device) {
+    std::printf("engine    %s backend on %s (compute %d.%d, %d SMs, %.1f GiB; driver %d, runtime %d)\n",
+                engine.backend().name(), device->info.name.c_str(), device->info.compute_major,
+                device->info.compute_minor, device->info.multiprocessors,
+                static_cast<double>(device->info.total_bytes) / (1 << 30), device->info.driver_version,
+                device->info.runtime_version);
+    std::printf("ceilings  device copy %.1f GB/s (read + written), BF16 product %.1f TFLOP/s\n",
+                device->ceilings.copy_bytes_per_second / 1e9, device->ceilings.bf16_flops_per_second / 1e12);
+    std::printf("%s", backend_memory_text(device->memory_after_load).c_str());
+  } else {
+    std::printf("engine    %s backend, kernels %s, %u threads\n", engine.backend().name(), kernels::cpu_kernels().name,
+                result.threads);
+  }
   if (result.bandwidth) {
     const kernels::BandwidthResult& bw = *result.bandwidth;
     std::printf("bandwidth %.2f GB/s best, %.2f median (read of %s, %u passes, %s)\n", bw.best_gb_per_second,
@@ -264,9 +313,11 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
   char rate[96];
   std::snprintf(rate, sizeof rate, "%s/token, %.2f GB/s", gigabytes(f.bytes_per_token).c_str(), f.gb_per_second);
   std::string versus = rate;
-  if (f.bandwidth_fraction)
+  if (f.bandwidth_fraction && f.best_pass_fraction)
     versus += " = " + percent(*f.bandwidth_fraction) + " of bandwidth (" + percent(*f.best_pass_fraction) +
               " of the best pass)";
+  else if (f.bandwidth_fraction)
+    versus += " = " + percent(*f.bandwidth_fraction) + " of the device copy";
   const std::string decode_label =
       "decode " + std::to_string(d.generated_tokens) + " after " + std::to_string(d.prompt_tokens);
   std::printf("%-22s %10.1f %10.1f %10.1f   %s\n", decode_label.c_str(), d.tokens_per_second.median,
@@ -278,8 +329,7 @@ void print_bench_table(const Engine& engine, const BenchResult& result) {
     std::printf("%-22s %10s %10s %10s   %s of bandwidth token by token (median over the pass before; %s-%s)\n",
                 "  paired", "", "", "", percent(paired->median).c_str(), percent(paired->min).c_str(),
                 percent(paired->max).c_str());
-  if (result.batch) {
-    const BatchRun& b = *result.batch;
+  for (const BatchRun& b : result.batches) {
     char speedup[128];
     std::snprintf(speedup, sizeof speedup,
                   "%.2fx single-sequence decode (median step over the token before; %.2f-%.2f)", b.speedup.median,

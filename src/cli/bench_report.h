@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_device.h"
 #include "cli/bench_runs.h"
 #include "core/machine_info.h"
 #include "core/process_stats.h"
@@ -16,6 +17,15 @@
 #include "runtime/engine.h"
 
 namespace kipp::cli {
+
+// The GPU of a cuda run: its facts, what the backend held right after loading, and the card's
+// ceilings measured in the same run (decode is set against the copy, prefill against the BF16
+// product, in place of the host probes).
+struct BenchDevice {
+  CudaDeviceInfo info;
+  BackendMemory memory_after_load;
+  CudaCeilings ceilings;
+};
 
 // Everything measured (the derived figures are computed when shown).
 struct BenchResult {
@@ -27,8 +37,9 @@ struct BenchResult {
   std::vector<kernels::PeakRate> peaks;
   bool peak_rss_reset = false;
   std::vector<PrefillRun> prefills;
+  std::optional<BenchDevice> device;
   DecodeRun decode;
-  std::optional<BatchRun> batch;
+  std::vector<BatchRun> batches;
   ProcessMemory memory;
 };
 

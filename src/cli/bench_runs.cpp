@@ -100,7 +100,8 @@ Expected<PrefillRun> run_prefill(Engine& engine, uint32_t tokens, uint32_t repea
   return PrefillRun{tokens, repeats, spread_of(std::move(rates))};
 }
 
-Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate, uint32_t batch_sequences,
+Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
+                                const std::vector<uint32_t>& batch_sizes,
                                 std::unique_ptr<kernels::BandwidthProbe> alongside) {
   const uint32_t capacity = prompt_tokens + generate;
   DecodeRuns runs;
@@ -108,16 +109,27 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   run.prompt_tokens = prompt_tokens;
   run.generated_tokens = generate;
   run.session_capacity = capacity;
-  std::vector<Sequence> single, batch;
-  KIPP_ASSIGN_OR_RETURN(Sequence first, start_sequence(engine, prompt_tokens, capacity, 0));
+  std::vector<Sequence> single;
+  uint64_t stream = 0;  // every sequence its own prompt
+  KIPP_ASSIGN_OR_RETURN(Sequence first, start_sequence(engine, prompt_tokens, capacity, stream++));
   run.session_kv_bytes = first.session->kv_storage_bytes();
   single.push_back(std::move(first));
-  for (uint32_t s = 0; batch_sequences > 1 && s < batch_sequences; ++s) {
-    KIPP_ASSIGN_OR_RETURN(Sequence sequence, start_sequence(engine, prompt_tokens, capacity, 1 + s));
-    batch.push_back(std::move(sequence));
+  struct Batch {
+    std::vector<Sequence> sequences;
+    std::vector<double> rates, speedups;
+    double seconds = 0;
+  };
+  std::vector<Batch> batches;
+  for (const uint32_t size : batch_sizes) {
+    if (size < 2) continue;
+    Batch& batch = batches.emplace_back();
+    for (uint32_t s = 0; s < size; ++s) {
+      KIPP_ASSIGN_OR_RETURN(Sequence sequence, start_sequence(engine, prompt_tokens, capacity, stream++));
+      batch.sequences.push_back(std::move(sequence));
+    }
   }
-  std::vector<double> rates, batch_rates, speedups;
-  double total_seconds = 0, batch_seconds = 0;
+  std::vector<double> rates;
+  double total_seconds = 0;
   for (uint32_t t = 0; t < generate; ++t) {
     if (alongside != nullptr) {
       KIPP_ASSIGN_OR_RETURN(const double pass_seconds, alongside->timed_pass_between_runs());
@@ -127,16 +139,17 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
     run.token_seconds.push_back(seconds);
     total_seconds += seconds;
     rates.push_back(1.0 / seconds);
-    if (batch.empty()) continue;
-    KIPP_ASSIGN_OR_RETURN(const double step_seconds, timed_step(engine, batch));
-    batch_seconds += step_seconds;
-    batch_rates.push_back(static_cast<double>(batch.size()) / step_seconds);
-    speedups.push_back(batch_rates.back() / rates.back());
+    for (Batch& batch : batches) {
+      KIPP_ASSIGN_OR_RETURN(const double step_seconds, timed_step(engine, batch.sequences));
+      batch.seconds += step_seconds;
+      batch.rates.push_back(static_cast<double>(batch.sequences.size()) / step_seconds);
+      batch.speedups.push_back(batch.rates.back() / rates.back());
+    }
   }
   std::fprintf(stderr, "  decode %u tokens after a %u-token prompt: %.3f s\n", generate, prompt_tokens, total_seconds);
-  if (!batch.empty())
-    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, each right after a decode token\n", batch.size(),
-                 generate, batch_seconds);
+  for (const Batch& batch : batches)
+    std::fprintf(stderr, "  batch of %zu: %u steps in %.3f s, each in the round of a decode token\n",
+                 batch.sequences.size(), generate, batch.seconds);
   if (alongside != nullptr) {
     run.bandwidth_alongside = alongside->result();
     std::fprintf(stderr, "  read bandwidth between the tokens: %.2f GB/s best, %.2f median\n",
@@ -147,9 +160,9 @@ Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t
   run.mean_tokens_per_second = generate / total_seconds;
   // Token t (from 0) sits at position prompt + t and attends to prompt + t + 1 positions.
   run.mean_positions = prompt_tokens + (generate + 1) / 2.0;
-  if (!batch.empty())
-    runs.batch = BatchRun{static_cast<uint32_t>(batch.size()), prompt_tokens, generate,
-                          spread_of(std::move(batch_rates)), spread_of(std::move(speedups))};
+  for (Batch& batch : batches)
+    runs.batches.push_back(BatchRun{static_cast<uint32_t>(batch.sequences.size()), prompt_tokens, generate,
+                                    spread_of(std::move(batch.rates)), spread_of(std::move(batch.speedups))});
   KIPP_ASSIGN_OR_RETURN(runs.memory_at_end, read_process_memory());
   return runs;
 }

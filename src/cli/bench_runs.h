@@ -70,20 +70,21 @@ struct BatchRun {
 
 struct DecodeRuns {
   DecodeRun decode;
-  std::optional<BatchRun> batch;
-  ProcessMemory memory_at_end;  // every session still open, the probe freed
+  std::vector<BatchRun> batches;  // in the order of batch_sizes
+  ProcessMemory memory_at_end;    // every session still open, the probe freed
 };
 
-// One session with a prompt of `prompt_tokens` and, with `batch_sequences` > 1, that many more,
-// each with its own prompt of the same length (untimed); then `generate` rounds of: one pass of
-// `alongside` if given (BandwidthProbe::timed_pass_between_runs), one decode token of the single
-// session (timed), and one eval_batch step of one token per batch session (timed). Taken in
-// turn, bandwidth, decode and batch see the same moments of a shared host, so their ratios hold
-// when its bandwidth moves; each decode token starts after the pass's pause (the pool's threads
-// asleep, as for a lone request) and each batch step right after its decode token (threads
-// awake, as in a busy server). `alongside` is freed after the rounds and the memory read before
-// the sessions close.
-Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate, uint32_t batch_sequences,
+// One session with a prompt of `prompt_tokens` and, per size in `batch_sizes` of 2 or more,
+// that many more, each with its own prompt of the same length (untimed); then `generate` rounds
+// of: one pass of `alongside` if given (BandwidthProbe::timed_pass_between_runs), one decode
+// token of the single session (timed), and per batch one eval_batch step of one token per
+// session (timed). Taken in turn, bandwidth, decode and batches see the same moments of a
+// shared host, so their ratios hold when its bandwidth moves; each decode token starts after
+// the pass's pause (the pool's threads asleep, as for a lone request) and the batch steps right
+// after it (threads awake, as in a busy server). `alongside` is freed after the rounds and the
+// memory read before the sessions close.
+Expected<DecodeRuns> run_decode(Engine& engine, uint32_t prompt_tokens, uint32_t generate,
+                                const std::vector<uint32_t>& batch_sizes,
                                 std::unique_ptr<kernels::BandwidthProbe> alongside);
 
 }  // namespace kipp::cli

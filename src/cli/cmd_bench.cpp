@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_device.h"
+#include "cli/backend_flag.h"
 #include "cli/bench_report.h"
 #include "cli/bench_runs.h"
 #include "cli/commands.h"
@@ -39,11 +41,19 @@ Measures, on --threads threads (0: one per hardware thread):
            per token + K/V at the run's mean context) and their rate against the bandwidth
            of the passes taken between the tokens (the same moments of a shared host):
            median token over median pass, and each token over the pass just before it
-  batch    --batch sessions with the same prompt length, then --gen eval_batch steps of one
-           token each, each right after a decode token; aggregate tokens/s and its
-           ratio to the decode token just before, per step (skipped with --batch 0 or 1)
+  batch    per --batch size N: N sessions with the same prompt length, then --gen eval_batch
+           steps of one token each, each in the round of a decode token; aggregate tokens/s
+           and its ratio to the decode token of its round, per step (sizes 0 and 1 skip it)
   memory   resident size at the end with every session open, and the peak since the first
            probes (neither counts a probe's buffer); K/V bytes per token and per decode session
+
+--backend cuda runs the engine on the GPU: the host probes are replaced by the card's own
+ceilings, measured in the same run (a 1 GiB device-to-device copy, bytes read + written per
+second, and an 8192^3 cuBLASLt BF16 product; medians after warm-up); decode is set against the
+copy and prefill against the BF16 product, and a "device" section (name, compute capability,
+driver and runtime, memory after loading, ceilings) joins the JSON (--no-probe does not skip
+them). Prefill 512 and 2048, batches of 8, 32 and 128 on a GPU:
+  kipp bench --backend cuda -m qwen3-0.6b-bf16.gguf --prompt-len 512,2048 --batch 8,32,128
 
 --json prints one JSON document (machine, command, model, every figure with its unit in the
 key) on stdout instead of the table; --json FILE writes it to FILE and keeps the table.
@@ -66,7 +76,8 @@ struct BenchArgs {
   std::string prompt_lengths = "64,512";
   uint32_t generate = 128;
   uint32_t threads = 0;
-  uint32_t batch = 8;
+  std::string batch_sizes = "8";
+  BackendKind backend = BackendKind::Cpu;
   uint32_t repeats = 3;
   bool json = false;
   std::string json_file;  // empty: stdout
@@ -91,10 +102,12 @@ int list_kernel_tables() {
   return 0;
 }
 
-Expected<std::vector<uint32_t>> parse_lengths(const std::string& text) {
+// Comma-separated counts of at least `least` (0 or 1), for `option`.
+Expected<std::vector<uint32_t>> parse_counts(const std::string& text, const std::string& option, uint32_t least,
+                                             const char* example) {
   const auto bad = [&] {
-    return make_error("--prompt-len '" + text +
-                      "': expected token counts of at least 1 separated by commas, e.g. 64,512");
+    return make_error(option + " '" + text + "': expected " + (least == 0 ? "counts" : "token counts of at least 1") +
+                      " separated by commas, e.g. " + example);
   };
   std::vector<uint32_t> lengths;
   size_t start = 0;
@@ -104,7 +117,7 @@ Expected<std::vector<uint32_t>> parse_lengths(const std::string& text) {
     const std::string item = text.substr(start, end - start);
     if (item.empty() || item.size() > 9 || item.find_first_not_of("0123456789") != std::string::npos) return bad();
     const auto value = static_cast<uint32_t>(std::stoul(item));
-    if (value == 0) return bad();
+    if (value < least) return bad();
     lengths.push_back(value);
     start = end + 1;
   }
@@ -130,8 +143,10 @@ Status check_context(const std::string& path, uint32_t longest, uint32_t decode_
 int run_bench(const BenchArgs& args) {
   if (args.list_kernels) return list_kernel_tables();
   if (args.model.empty()) return bench_fail("-m/--model is required: the Kipp GGUF to benchmark");
-  auto lengths = parse_lengths(args.prompt_lengths);
+  auto lengths = parse_counts(args.prompt_lengths, "--prompt-len", 1, "64,512");
   if (!lengths.ok()) return bench_fail(lengths.message());
+  auto batch_sizes = parse_counts(args.batch_sizes, "--batch", 0, "8,32,128");
+  if (!batch_sizes.ok()) return bench_fail(batch_sizes.message());
   if (args.generate == 0) return bench_fail("--gen must be at least 1: decode needs a token to time");
   if (args.repeats == 0) return bench_fail("--repeats must be at least 1");
 
@@ -141,7 +156,7 @@ int run_bench(const BenchArgs& args) {
   result.threads = args.threads == 0 ? result.machine.hardware_threads : args.threads;
   const uint32_t longest = *std::max_element(lengths->begin(), lengths->end());
   // One step holds the longest prompt (a prefill is one pass over the weights) and a batch.
-  result.max_step_tokens = std::max(longest, args.batch);
+  result.max_step_tokens = std::max(longest, *std::max_element(batch_sizes->begin(), batch_sizes->end()));
 
   const uint32_t decode_prompt = lengths->front();
   if (Status fits = check_context(args.model, longest, decode_prompt, args.generate); !fits.ok())
@@ -149,6 +164,7 @@ int run_bench(const BenchArgs& args) {
 
   std::fprintf(stderr, "opening %s\n", args.model.c_str());
   EngineOptions options;
+  options.backend = args.backend;
   options.threads = result.threads;
   options.max_step_tokens = result.max_step_tokens;
   options.verify_content_hash = !args.no_verify;
@@ -156,7 +172,18 @@ int run_bench(const BenchArgs& args) {
   if (!opened.ok()) return bench_fail(opened.message());
   Engine& engine = **opened;
 
-  if (!args.no_probe) {
+  // On a GPU the host's bandwidth and peaks say nothing of the engine's speed: the card's own
+  // ceilings stand in for them.
+  const bool on_device = args.backend != BackendKind::Cpu;
+  if (on_device) {
+    auto info = cuda_device_info();
+    if (!info.ok()) return bench_fail(info.message());
+    const BackendMemory loaded = engine.backend().memory();
+    std::fprintf(stderr, "measuring the ceilings of %s (device copy, BF16 product)\n", info->name.c_str());
+    auto ceilings = measure_cuda_ceilings();
+    if (!ceilings.ok()) return bench_fail(ceilings.message());
+    result.device = BenchDevice{*info, loaded, *ceilings};
+  } else if (!args.no_probe) {
     std::fprintf(stderr, "probing read bandwidth and peak multiply-add rates on %u threads\n", result.threads);
     auto bandwidth = kernels::read_bandwidth(result.threads);
     if (!bandwidth.ok()) return bench_fail(bandwidth.message());
@@ -178,15 +205,15 @@ int run_bench(const BenchArgs& args) {
   auto before_decode = read_process_memory();
   if (!before_decode.ok()) return bench_fail(before_decode.message());
   std::unique_ptr<kernels::BandwidthProbe> alongside;
-  if (!args.no_probe) {
+  if (!args.no_probe && !on_device) {
     auto probe = kernels::BandwidthProbe::create(result.threads);
     if (!probe.ok()) return bench_fail(probe.message());
     alongside = std::move(*probe);
   }
-  auto runs = run_decode(engine, decode_prompt, args.generate, args.batch, std::move(alongside));
+  auto runs = run_decode(engine, decode_prompt, args.generate, *batch_sizes, std::move(alongside));
   if (!runs.ok()) return bench_fail("decode: " + runs.message());
   result.decode = runs->decode;
-  result.batch = runs->batch;
+  result.batches = runs->batches;
   result.memory = {runs->memory_at_end.rss_bytes,
                    std::max(before_decode->peak_rss_bytes, runs->memory_at_end.rss_bytes)};
 
@@ -222,14 +249,19 @@ void register_bench(CLI::App& app, Action& action) {
       ->capture_default_str();
   command->add_option("--threads", args->threads, "Threads for the engine and the probes; 0: one per hardware thread")
       ->capture_default_str();
-  command->add_option("--batch", args->batch, "Sequences decoded together through eval_batch; 0 or 1 skips it")
+  command
+      ->add_option("--batch", args->batch_sizes,
+                   "Sequences decoded together through eval_batch, comma-separated sizes; 0 or 1 skips it")
       ->capture_default_str();
+  add_backend_option(*command, args->backend);
   command->add_option("--repeats", args->repeats, "Prefill runs per length (median, min, max)")->capture_default_str();
   auto* json_option =
       command->add_option("--json", args->json_file, "Print JSON instead of the table, or write it to FILE")
           ->expected(0, 1)
           ->type_name("[FILE]");
-  command->add_flag("--no-probe", args->no_probe, "Skip the bandwidth and peak probes (no fractions reported)");
+  command->add_flag(
+      "--no-probe", args->no_probe,
+      "Skip the host's bandwidth and peak probes (no fractions on the cpu; cuda measures its ceilings anyway)");
   add_no_verify_flag(*command, args->no_verify);
   command->add_flag("--kernels", args->list_kernels,
                     "List the kernel tables this CPU runs and the one in use (KIPP_KERNELS or the best), and exit");

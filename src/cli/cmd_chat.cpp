@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "chat/chat_template.h"
+#include "cli/backend_flag.h"
 #include "cli/chat_conversation.h"
 #include "cli/chat_display.h"
 #include "cli/chat_input.h"
@@ -68,6 +69,7 @@ struct ChatArgs {
   uint32_t max_tokens = 4096;
   uint32_t context = 0;  // 0: min(model context, kDefaultContext)
   bool no_verify = false;
+  BackendKind backend = BackendKind::Cpu;
 };
 
 struct Terminal {
@@ -185,7 +187,7 @@ bool command(ChatConversation& chat, std::string_view line) {
 
 int run_chat(const ChatArgs& args) {
   EngineOptions engine_options;
-  engine_options.backend = BackendKind::Cpu;
+  engine_options.backend = args.backend;
   engine_options.verify_content_hash = !args.no_verify;
   auto engine = Engine::open(args.model, engine_options);
   if (!engine.ok()) return fail(engine.message());
@@ -268,6 +270,7 @@ void register_chat(CLI::App& app, Action& action) {
   command->add_option("--max-tokens", args->max_tokens, "Most tokens one answer may generate")->capture_default_str();
   command->add_option("--ctx", args->context,
                       "Context size in tokens (default: the model's, at most " + std::to_string(kDefaultContext) + ")");
+  add_backend_option(*command, args->backend);
   add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, seed, seed_option] {
     ChatArgs chosen = *args;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/backend_flag.h"
 #include "cli/commands.h"
 #include "cli/escape.h"
 #include "cli/verify_flag.h"
@@ -79,6 +80,7 @@ struct GenerateArgs {
   bool json = false;
   uint32_t ctx = 0;
   bool no_verify = false;
+  BackendKind backend = BackendKind::Cpu;
   std::string json_schema_file;
   std::string grammar_file;
   bool json_object = false;
@@ -225,6 +227,7 @@ int run_generate(const GenerateArgs& args) {
   }
 
   EngineOptions engine_options;
+  engine_options.backend = args.backend;
   engine_options.verify_content_hash = !args.no_verify;
   auto engine = Engine::open(args.model, engine_options);
   if (!engine.ok()) return fail(engine.message());
@@ -315,6 +318,7 @@ void register_generate(CLI::App& app, Action& action) {
   command->add_flag("--json", args->json, "Print one JSON object at the end instead of streaming");
   command->add_option("--ctx", args->ctx, "Context (session capacity) in positions; 0: prompt + --max-tokens")
       ->capture_default_str();
+  add_backend_option(*command, args->backend);
   add_no_verify_flag(*command, args->no_verify);
   command->callback([&action, args, temperature, logprobs, draft, temp_option, logprobs_option, draft_option] {
     GenerateArgs chosen = *args;

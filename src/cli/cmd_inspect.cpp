@@ -1,8 +1,11 @@
 #include <cstdio>
 
+#include "cli/backend_flag.h"
+#include "cli/backend_memory.h"
 #include "cli/commands.h"
 #include "core/mapped_file.h"
 #include "model/model.h"
+#include "runtime/engine.h"
 
 namespace kipp::cli {
 namespace {
@@ -76,6 +79,18 @@ int inspect_model(const std::string& path, bool verify, bool show_tensors, bool 
   return 0;
 }
 
+// Opens the model on `backend` (the file was verified already, if asked) and prints what the
+// backend holds once loaded, before any session.
+int inspect_backend(const std::string& path, BackendKind backend) {
+  EngineOptions options;
+  options.backend = backend;
+  options.verify_content_hash = false;
+  auto engine = Engine::open(path, options);
+  if (!engine.ok()) return fail(engine.message());
+  std::printf("\n%s", backend_memory_text((*engine)->backend().memory()).c_str());
+  return 0;
+}
+
 }  // namespace
 
 void register_inspect(CLI::App& app, Action& action) {
@@ -85,15 +100,22 @@ void register_inspect(CLI::App& app, Action& action) {
   auto no_tensors = std::make_shared<bool>(false);
   auto metadata = std::make_shared<bool>(false);
   auto raw = std::make_shared<bool>(false);
+  auto backend = std::make_shared<BackendKind>(BackendKind::Cpu);
   command->add_option("MODEL", *path, "GGUF file")->required();
   command->add_flag("--no-verify", *no_verify, "Skip re-hashing the tensor data against kipp.content_hash");
   command->add_flag("--no-tensors", *no_tensors, "Do not print the tensor table");
   command->add_flag("--metadata", *metadata, "Print every metadata key");
   command->add_flag("--raw", *raw, "Parse the GGUF container only (any GGUF, no model validation)");
-  command->callback([&action, path, no_verify, no_tensors, metadata, raw] {
+  auto* backend_option = add_backend_option(*command, *backend);
+  backend_option->description("Also open the model on this backend and print the memory it holds: " +
+                              backend_option->get_description());
+  backend_option->excludes(command->get_option("--raw"));
+  command->callback([&action, path, no_verify, no_tensors, metadata, raw, backend, backend_option] {
+    const bool on_backend = backend_option->count() > 0;
     action = [=] {
       if (*raw) return inspect_raw(*path, !*no_tensors);
-      return inspect_model(*path, !*no_verify, !*no_tensors, *metadata);
+      const int inspected = inspect_model(*path, !*no_verify, !*no_tensors, *metadata);
+      return inspected != 0 || !on_backend ? inspected : inspect_backend(*path, *backend);
     };
   });
 }

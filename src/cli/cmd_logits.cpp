@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/backend_flag.h"
 #include "cli/commands.h"
 #include "cli/escape.h"
 #include "cli/token_ids.h"
@@ -21,7 +22,7 @@ namespace kipp::cli {
 namespace {
 
 constexpr const char* kLogitsFooter = R"(
-The prompt is evaluated from position 0 in one session on the CPU backend. --prompt is
+The prompt is evaluated from position 0 in one session on --backend. --prompt is
 tokenized with special tokens parsed (<|im_start|> is one token); --ids takes token ids as is.
 
 -o writes the logits as raw little-endian float32, row-major: one row of vocabulary-size
@@ -40,7 +41,7 @@ struct LogitsArgs {
   std::string model;
   std::optional<std::string> prompt;
   std::optional<std::string> ids;
-  std::string backend = "cpu";
+  BackendKind backend = BackendKind::Cpu;
   bool all_positions = false;
   std::optional<std::string> output;
   bool no_verify = false;
@@ -74,7 +75,6 @@ Status write_logits(const std::string& path, std::span<const float> logits) {
 
 int run_logits(const LogitsArgs& args) {
   if (args.prompt.has_value() == args.ids.has_value()) return fail("give exactly one of --prompt and --ids");
-  if (args.backend != "cpu") return fail("--backend " + args.backend + ": kipp logits runs on the cpu backend only");
   if (args.prompt && args.prompt->empty()) return fail("--prompt is empty: there is nothing to evaluate");
   std::vector<uint32_t> tokens;
   if (args.ids) {
@@ -86,7 +86,7 @@ int run_logits(const LogitsArgs& args) {
   }
 
   EngineOptions options;
-  options.backend = BackendKind::Cpu;
+  options.backend = args.backend;
   options.verify_content_hash = !args.no_verify;
   auto engine = Engine::open(args.model, options);
   if (!engine.ok()) return fail(engine.message());
@@ -140,7 +140,7 @@ void register_logits(CLI::App& app, Action& action) {
   auto* prompt_option = command->add_option("--prompt", *prompt, "Text to evaluate (special tokens parsed)");
   auto* ids_option = command->add_option("--ids", *ids, "Token ids to evaluate, separated by commas or spaces");
   prompt_option->excludes(ids_option);
-  command->add_option("--backend", args->backend, "Backend to run on (only cpu so far)")->capture_default_str();
+  add_backend_option(*command, args->backend);
   command->add_flag("--all", args->all_positions, "Logits of every position, not only the last");
   auto* output_option = command->add_option("-o,--output", *output, "Write the logits as raw little-endian float32");
   add_no_verify_flag(*command, args->no_verify);

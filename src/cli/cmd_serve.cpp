@@ -17,9 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include "cli/backend_flag.h"
 #include "cli/commands.h"
 #include "cli/verify_flag.h"
 #include "server/http_server.h"
+#include "server/kv_pool_size.h"
 #include "server/scheduler.h"
 
 namespace kipp::cli {
@@ -45,6 +47,9 @@ the rest are cancelled. SIGINT, or a second signal while draining, stops at once
 
 Memory: --kv-pool-mib is the K/V memory all requests share, in blocks of 32 positions; a
 request is admitted when its worst case (n x (prompt + max_tokens)) fits next to the others.
+Without it the pool is 512 MiB on the cpu backend; on cuda it is 90% of the GPU memory free
+once the model is loaded, less 1 GiB kept for graphs and workspaces, and no more than
+--max-batch sequences of the full context need. The size is printed at start-up.
 
 Examples:
   kipp serve -m qwen3-0.6b-bf16.gguf
@@ -155,9 +160,15 @@ int run_serve(ServeArgs args) {
     std::fprintf(stderr, "kipp: error: %s\n", port.message().c_str());
     return kUsageExit;
   }
-  std::fprintf(stderr, "kipp serve: %s as '%s': context %u, K/V pool %u blocks (%u MiB), batch %u, queue %u\n",
-               options.model_path.c_str(), options.served_names.front().c_str(), (*scheduler)->context(),
-               (*scheduler)->pool_blocks(), options.scheduler.kv_pool_mib, options.scheduler.max_batch,
+  const uint64_t pool_bytes =
+      uint64_t{(*scheduler)->pool_blocks()} * kKvBlockPositions * (*scheduler)->model().config().kv_bytes_per_token();
+  const bool sized_from_device = !options.scheduler.kv_pool_mib && options.scheduler.backend != BackendKind::Cpu;
+  std::fprintf(stderr,
+               "kipp serve: %s as '%s' on %s: context %u, K/V pool %u blocks (%llu MiB%s), batch %u, queue %u\n",
+               options.model_path.c_str(), options.served_names.front().c_str(),
+               std::string(backend_name(options.scheduler.backend)).c_str(), (*scheduler)->context(),
+               (*scheduler)->pool_blocks(), static_cast<unsigned long long>(pool_bytes >> 20),
+               sized_from_device ? ", sized from free device memory" : "", options.scheduler.max_batch,
                options.scheduler.max_queue);
 
   std::thread stopper([&] {
@@ -197,7 +208,10 @@ void register_serve(CLI::App& app, Action& action) {
   command->add_option("--max-batch", s.max_batch, "Most choices decoded together in one step")->capture_default_str();
   command->add_option("--ctx", s.ctx, "Positions per sequence; 0: the model's context, capped by the pool")
       ->capture_default_str();
-  command->add_option("--kv-pool-mib", s.kv_pool_mib, "K/V cache memory shared by all requests")->capture_default_str();
+  command->add_option("--kv-pool-mib", s.kv_pool_mib,
+                      "K/V cache memory shared by all requests [" + std::to_string(server::kHostKvPoolMib) +
+                          " on cpu; on cuda: from free GPU memory]");
+  add_backend_option(*command, s.backend);
   command->add_option("--threads", s.threads, "Compute threads; 0: one per hardware thread")->capture_default_str();
   command->add_option("--max-queue", s.max_queue, "Requests waiting for admission before 503")->capture_default_str();
   command->add_option("--max-body-kib", o.max_body_kib, "Largest request body (413 beyond)")->capture_default_str();

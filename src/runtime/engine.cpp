@@ -42,11 +42,16 @@ Expected<std::unique_ptr<Engine>> Engine::open(const std::string& path, const En
   backend_options.threads = options.threads;
   backend_options.kernels = options.kernels;
   KIPP_ASSIGN_OR_RETURN(engine->backend_, create_backend(options.backend, engine->model_, backend_options));
-  if (options.pool_blocks > 0) {
-    KIPP_ASSIGN_OR_RETURN(engine->pool_storage_, engine->backend_->create_kv_storage(options.pool_blocks));
-    engine->pool_ = std::make_unique<BlockPool>(options.pool_blocks);
-  }
+  if (options.pool_blocks > 0) KIPP_RETURN_IF_ERROR(engine->open_pool(options.pool_blocks));
   return engine;
+}
+
+Status Engine::open_pool(uint32_t blocks) {
+  if (pool_) return make_error("the engine's K/V pool is already open");
+  if (blocks == 0) return make_error("a K/V pool needs at least one block");
+  KIPP_ASSIGN_OR_RETURN(pool_storage_, backend_->create_kv_storage(blocks));
+  pool_ = std::make_unique<BlockPool>(blocks);
+  return ok_status();
 }
 
 Expected<std::unique_ptr<Session>> Engine::create_session(const SessionOptions& options) {

@@ -91,6 +91,10 @@ class Engine {
   // Activations of later evals go to `observer` (null: none); see ActivationObserver.
   void set_activation_observer(ActivationObserver* observer) { backend_->set_activation_observer(observer); }
 
+  // Turns pooled mode on after open (EngineOptions::pool_blocks was 0) with a slab of `blocks`
+  // blocks, so a pool can be sized from the memory the backend leaves free. Once only.
+  Status open_pool(uint32_t blocks);
+
   bool pooled_mode() const { return pool_ != nullptr; }
   PoolStats pool_stats() const;
 

@@ -7,6 +7,7 @@
 #include "runtime/constraint.h"
 #include "runtime/generator.h"
 #include "runtime/stop_strings.h"
+#include "server/kv_pool_size.h"
 #include "server/think_splitter.h"
 #include "server/tool_call_parser.h"
 
@@ -82,33 +83,55 @@ Expected<std::unique_ptr<Scheduler>> Scheduler::create(const std::string& model_
   peek.verify_content_hash = false;
   KIPP_ASSIGN_OR_RETURN(Model header, Model::open(model_path, peek));
   const ModelConfig config = header.config();
+  if (options.ctx > config.context_length)
+    return make_error("--ctx " + std::to_string(options.ctx) + " exceeds the model's context length " +
+                      std::to_string(config.context_length));
   const uint64_t block_bytes = config.kv_bytes_per_token() * kBlock;
-  const uint64_t pool_bytes = uint64_t{options.kv_pool_mib} << 20;
-  const uint64_t pool_blocks = block_bytes == 0 ? 0 : pool_bytes / block_bytes;
-  if (pool_blocks == 0)
-    return make_error("--kv-pool-mib " + std::to_string(options.kv_pool_mib) + " holds no K/V block of this model (" +
-                      std::to_string(block_bytes) + " bytes per 32 positions)");
-  if (pool_blocks > UINT32_MAX / kBlock) return make_error("--kv-pool-mib is too large");
-  const auto pool_positions = static_cast<uint32_t>(pool_blocks * kBlock);
-  uint32_t context = std::min(config.context_length, pool_positions);
-  if (options.ctx != 0) {
-    if (options.ctx > config.context_length)
-      return make_error("--ctx " + std::to_string(options.ctx) + " exceeds the model's context length " +
-                        std::to_string(config.context_length));
-    if (options.ctx > pool_positions)
+  if (block_bytes == 0) return make_error("the model has no K/V cache to pool");
+
+  // The context a pool of `blocks` blocks gives each sequence, or why it cannot.
+  const auto context_in = [&](uint64_t blocks) -> Expected<uint32_t> {
+    const auto positions = static_cast<uint32_t>(blocks * kBlock);
+    if (options.ctx > positions)
       return make_error("--ctx " + std::to_string(options.ctx) + " exceeds what the K/V pool holds (" +
-                        std::to_string(pool_positions) + " positions in " + std::to_string(options.kv_pool_mib) +
+                        std::to_string(positions) + " positions in " + std::to_string(blocks * block_bytes >> 20) +
                         " MiB); raise --kv-pool-mib");
-    context = options.ctx;
-  }
-  if (context < 2) return make_error("the context must hold at least 2 positions");
+    const uint32_t context = options.ctx != 0 ? options.ctx : std::min(config.context_length, positions);
+    if (context < 2) return make_error("the context must hold at least 2 positions");
+    return context;
+  };
 
   EngineOptions engine_options;
-  engine_options.pool_blocks = static_cast<uint32_t>(pool_blocks);
+  engine_options.backend = options.backend;
   engine_options.max_step_tokens = options.max_batch + options.prefill_budget;
   engine_options.threads = options.threads;
   engine_options.verify_content_hash = options.verify_content_hash;
+  // On a GPU without --kv-pool-mib the pool is sized from the memory the open engine leaves
+  // free; otherwise it is known (and checked) before the engine opens, and opens with it.
+  const bool from_device = !options.kv_pool_mib && options.backend != BackendKind::Cpu;
+  if (!from_device) {
+    const uint32_t pool_mib = options.kv_pool_mib.value_or(kHostKvPoolMib);
+    const uint64_t blocks = (uint64_t{pool_mib} << 20) / block_bytes;
+    if (blocks == 0)
+      return make_error("--kv-pool-mib " + std::to_string(pool_mib) + " holds no K/V block of this model (" +
+                        std::to_string(block_bytes) + " bytes per 32 positions)");
+    if (blocks > UINT32_MAX / kBlock) return make_error("--kv-pool-mib is too large");
+    KIPP_RETURN_IF_ERROR(context_in(blocks));
+    engine_options.pool_blocks = static_cast<uint32_t>(blocks);
+  }
   KIPP_ASSIGN_OR_RETURN(auto engine, Engine::open(model_path, engine_options));
+  if (from_device) {
+    const uint32_t per_slot = options.ctx != 0 ? options.ctx : config.context_length;
+    const uint64_t needed = uint64_t{options.max_batch} * ((uint64_t{per_slot} + kBlock - 1) / kBlock);
+    const uint64_t free_bytes = engine->backend().memory().device_free_bytes;
+    const uint64_t blocks =
+        std::min<uint64_t>(device_kv_pool_blocks(free_bytes, block_bytes, needed), UINT32_MAX / kBlock);
+    if (blocks == 0)
+      return make_error("the " + std::string(engine->backend().name()) + " device has " +
+                        std::to_string(free_bytes >> 20) + " MiB free after loading the model: no room for a K/V pool");
+    KIPP_RETURN_IF_ERROR(engine->open_pool(static_cast<uint32_t>(blocks)));
+  }
+  KIPP_ASSIGN_OR_RETURN(const uint32_t context, context_in(engine->pool_stats().total_blocks));
   std::unique_ptr<Scheduler> scheduler(new Scheduler(std::move(engine), options, context, metrics));
   scheduler->thread_ = std::thread([s = scheduler.get()] { s->run(); });
   return scheduler;

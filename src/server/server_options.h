@@ -3,15 +3,20 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "runtime/engine.h"  // BackendKind
 
 namespace kipp::server {
 
 struct SchedulerOptions {
-  uint32_t max_batch = 16;        // choices decoded together in one step
-  uint32_t ctx = 0;               // positions per choice; 0: the model's context, capped by the pool
-  uint32_t kv_pool_mib = 512;     // K/V memory shared by all sessions (pooled blocks)
+  uint32_t max_batch = 16;  // choices decoded together in one step
+  uint32_t ctx = 0;         // positions per choice; 0: the model's context, capped by the pool
+  BackendKind backend = BackendKind::Cpu;
+  // K/V memory shared by all sessions (pooled blocks); nullopt: server/kv_pool_size.h decides.
+  std::optional<uint32_t> kv_pool_mib;
   uint32_t threads = 0;           // backend threads; 0: one per hardware thread
   uint32_t max_queue = 64;        // requests waiting for admission before 503
   uint32_t prefill_chunk = 32;    // prompt tokens one choice evaluates per step while others decode

@@ -47,12 +47,8 @@ set_tests_properties(cli_logits_unknown_id PROPERTIES PASS_REGULAR_EXPRESSION
                      "^kipp: error: --ids: unknown token id 151936 \\(the vocabulary has 151936 tokens\\)\n$")
 add_test(NAME cli_logits_no_input COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF})
 set_tests_properties(cli_logits_no_input PROPERTIES PASS_REGULAR_EXPRESSION "^kipp: error: give exactly one of --prompt and --ids\n$")
-add_test(NAME cli_logits_cuda_refused COMMAND $<TARGET_FILE:kipp> logits -m ${KIPP_TINY_GGUF} --prompt hi --backend cuda)
-set_tests_properties(cli_logits_cuda_refused PROPERTIES PASS_REGULAR_EXPRESSION
-                     "^kipp: error: --backend cuda: kipp logits runs on the cpu backend only\n$")
 foreach(test cli_logits cli_logits_argmax_is_top1 cli_logits_all cli_logits_output_size cli_logits_all_output_size
-        cli_logits_ids_equal_prompt cli_logits_empty_prompt cli_logits_bad_id cli_logits_unknown_id cli_logits_no_input
-        cli_logits_cuda_refused)
+        cli_logits_ids_equal_prompt cli_logits_empty_prompt cli_logits_bad_id cli_logits_unknown_id cli_logits_no_input)
   set_tests_properties(${test} PROPERTIES FIXTURES_REQUIRED gguf_tiny_bf16 TIMEOUT 120)
 endforeach()
 

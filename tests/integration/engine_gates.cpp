@@ -32,6 +32,7 @@
 #include "core/files.h"
 #include "gate_report.h"
 #include "kernels/cpu/kernels.h"
+#include "logit_gates.h"
 #include "npy.h"
 #include "runtime/engine.h"
 
@@ -84,8 +85,10 @@ struct Inputs {
 };
 
 using gates::argmax;
+using gates::ArgmaxTally;
 using gates::checks_failed;
 using gates::checks_run;
+using gates::load_matrix;
 using gates::nmse;
 using gates::report;
 using gates::scientific;
@@ -94,63 +97,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Positions whose argmax the whole-depth comparisons judged, over every prompt and the decode:
-// with a deep bound's agreement below 1, the rate is judged once over all of them (a short
-// prompt's few positions would otherwise turn a rate into "every one").
-struct ArgmaxTally {
-  size_t rows = 0;
-  size_t agreeing = 0;
-};
+// Positions whose argmax the whole-depth comparisons judged, over every prompt and the decode,
+// where a deep bound's agreement below 1 is judged once over all of them.
 ArgmaxTally pooled_argmax;
 
-// Row-by-row comparison of two [rows, width] matrices: the worst per-row NMSE against `bound`
-// and, for logits, the argmax of every row. Where the argmaxes differ but the reference's own
-// logits of the two tokens are closer than the root-mean-square difference the NMSE bound
-// allows that row (sqrt(bound x mean square of the reference row)), the row is a near-tie:
-// either token is the right answer within the bound, and it counts as agreeing (with the cache
-// comparison's 1e-6 that is a margin of a thousandth of the row's RMS). With
-// min_agreement below 1 the row's agreement goes to pooled_argmax instead of being judged here.
+// compare_rows with the deep bounds' agreement rate pooled instead of judged row by row.
 void compare_rows(const std::string& what, std::span<const float> actual, std::span<const float> expected, size_t rows,
                   size_t width, double bound, bool same_argmax, double min_agreement = 1.0) {
-  if (actual.size() != rows * width || expected.size() != rows * width)
-    return report(false, what,
-                  "sizes differ: " + std::to_string(actual.size()) + " vs " + std::to_string(expected.size()));
-  double worst = 0;
-  size_t worst_row = 0, argmax_mismatches = 0, near_ties = 0, first_mismatch = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const auto a = actual.subspan(r * width, width), b = expected.subspan(r * width, width);
-    // Written so that a NaN counts as the worst.
-    const double row_nmse = nmse(a, b);
-    if (!(row_nmse <= worst)) {
-      worst = row_nmse;
-      worst_row = r;
-    }
-    if (!same_argmax || argmax(a) == argmax(b)) continue;
-    double mean_square = 0;
-    for (const float v : b) mean_square += static_cast<double>(v) * v;
-    mean_square /= static_cast<double>(width);
-    const double margin = static_cast<double>(b[argmax(b)]) - b[argmax(a)];
-    if (margin <= std::sqrt(bound * mean_square)) {
-      ++near_ties;
-    } else if (argmax_mismatches++ == 0) {
-      first_mismatch = r;
-    }
-  }
-  std::string detail = "max NMSE " + scientific(worst) + " (position " + std::to_string(worst_row) + ", bound " +
-                       scientific(bound) + ") over " + std::to_string(rows) + " positions";
-  if (same_argmax) {
-    detail += ", argmax equal at " + std::to_string(rows - argmax_mismatches) + "/" + std::to_string(rows);
-    if (near_ties > 0) detail += " (near-ties: " + std::to_string(near_ties) + ")";
-    if (argmax_mismatches > 0) detail += " (first difference at position " + std::to_string(first_mismatch) + ")";
-  }
-  bool agreed = argmax_mismatches == 0;
-  if (same_argmax && min_agreement < 1.0) {
-    pooled_argmax.rows += rows;
-    pooled_argmax.agreeing += rows - argmax_mismatches;
-    detail += ", judged over all prompts";
-    agreed = true;
-  }
-  report(worst <= bound && agreed, what, detail);
+  gates::compare_rows(what, actual, expected, rows, width, bound, same_argmax,
+                      min_agreement < 1.0 ? &pooled_argmax : nullptr);
 }
 
 // Collects, per position, the activations the reference dumps: the embedding, layer 0's
@@ -190,57 +145,19 @@ class ActivationRecorder : public ActivationObserver {
   std::map<std::string, std::vector<std::vector<float>>> rows_;
 };
 
-std::string shell_quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 // Whether the kernel table this process runs rounds the inputs of BF16 products to BF16: the
 // reference must then round them alike.
 bool kernels_round_inputs() {
   return kernels::cpu_kernels().input_format(GgmlType::BF16) == kernels::InputFormat::BF16;
 }
 
-// Runs the reference on `ids` (all positions, K/V rounded to BF16) into scratch/<label>/ and
-// returns that folder. Earlier outputs are removed first so that a failed run cannot leave
-// stale arrays to compare against.
+// Runs the reference on `ids` (all positions, K/V rounded to BF16) into scratch/<label>/.
 Expected<fs::path> run_reference(const Inputs& inputs, const std::string& label, std::span<const uint32_t> ids,
                                  bool dump_intermediates) {
-  const fs::path dir = inputs.scratch / label;
-  std::error_code error;
-  fs::remove_all(dir, error);
-  fs::create_directories(dir, error);
-  if (error) return make_error("cannot create " + dir.string() + ": " + error.message());
-  const fs::path ids_path = dir / "ids.txt", log_path = dir / "reference.log";
-  {
-    std::ofstream ids_file(ids_path);
-    for (uint32_t id : ids) ids_file << id << '\n';
-    if (!ids_file) return make_error("cannot write " + ids_path.string());
-  }
-  const std::string command = shell_quoted(inputs.python) + " " + shell_quoted(inputs.reference_script) + " --model " +
-                              shell_quoted(inputs.hf_dir) + " --ids-file " + shell_quoted(ids_path.string()) +
-                              " --all-positions --round-kv-bf16" +
-                              (kernels_round_inputs() ? " --round-inputs-bf16" : "") + " --threads 1" +
-                              (dump_intermediates ? " --dump-intermediates" : "") + " --out-dir " +
-                              shell_quoted(dir.string()) + " > " + shell_quoted(log_path.string()) + " 2>&1";
-  const auto start = std::chrono::steady_clock::now();
-  if (std::system(command.c_str()) != 0) {
-    auto log = read_text_file(log_path.string());
-    return make_error("the reference failed: " + command + "\n" + (log.ok() ? *log : log.message()));
-  }
-  std::printf("       reference on %zu tokens: %.1f s\n", ids.size(), seconds_since(start));
-  return dir;
-}
-
-// Loads `name`.npy as float32 and checks its shape is [rows, width].
-Expected<std::vector<float>> load_matrix(const fs::path& dir, const std::string& name, size_t rows, size_t width) {
-  const std::string path = (dir / (name + ".npy")).string();
-  auto array = npy::read_float32(path);
-  if (!array.ok()) return array.error();
-  if (array->shape != std::vector<size_t>{rows, width})
-    return make_error(path + ": shape is not [" + std::to_string(rows) + ", " + std::to_string(width) + "]");
-  return std::move(array->values);
+  const std::string flags = std::string("--round-kv-bf16") + (kernels_round_inputs() ? " --round-inputs-bf16" : "") +
+                            " --threads 1" + (dump_intermediates ? " --dump-intermediates" : "");
+  return gates::run_torch_reference({inputs.python, inputs.reference_script, inputs.hf_dir}, inputs.scratch / label,
+                                    ids, flags);
 }
 
 // The reference echoes the ids it evaluated; they must be the ones Kipp tokenized.

@@ -358,6 +358,24 @@ class EnginePoolTest : public EngineTest {
   }
 };
 
+// A pool opened after the engine (sized from what the backend leaves free) is the same pool.
+TEST_F(EnginePoolTest, OpenPoolAfterOpen) {
+  EXPECT_FALSE(engine_->pooled_mode());
+  EXPECT_FALSE(engine_->open_pool(0).ok());
+  ASSERT_TRUE(engine_->open_pool(4).ok());
+  EXPECT_TRUE(engine_->pooled_mode());
+  EXPECT_EQ(engine_->pool_stats().total_blocks, 4u);
+  EXPECT_EQ(engine_->pool_stats().free_blocks, 4u);
+  EXPECT_FALSE(engine_->open_pool(4).ok());
+  SessionOptions pooled;
+  pooled.pooled = true;
+  pooled.capacity = 64;
+  auto session = new_session(pooled);
+  ASSERT_NE(session, nullptr);
+  const std::vector<uint32_t> tokens{1, 2, 3};
+  EXPECT_FALSE(eval(*session, tokens).empty());
+}
+
 TEST_F(EnginePoolTest, PooledSessionsNeedAPool) {
   EXPECT_FALSE(engine_->create_session(pooled_options()).ok());
   auto pooled_engine = open_pooled(4);
