@@ -186,6 +186,7 @@ class CudaBackend final : public Backend {
   }
 
   Status eval(std::span<const EvalItem> items) override {
+    KIPP_RETURN_IF_ERROR(cuda::check_eval_items(items, config_.context_length));
     std::vector<uint64_t> kv_bases(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       auto* storage = static_cast<cuda::CudaKvStorage*>(items[i].kv);
