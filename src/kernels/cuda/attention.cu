@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs ar
         float value = out[d] * rescale;
         for (uint32_t j = 0; j < visible; ++j) {
           const uint32_t pair = values[j * (hd / 2) + d / 2];
-          value = fmaf(__shfl_sync(0xffffffffu, p, j), bf16_bits_to_float(d % 2 ? pair >> 16 : pair & 0xffffu), value);
+          value = fmaf(__shfl_sync(kFullWarp, p, j), bf16_bits_to_float(d % 2 ? pair >> 16 : pair & 0xffffu), value);
         }
         out[d] = value;
       }
