@@ -157,7 +157,9 @@ class CudaBackend final : public Backend {
     KIPP_RETURN_IF_ERROR(allocate_scratch());
     KIPP_RETURN_IF_ERROR(cuda::reserve_attention_shared(plan_options_.tile_rows,
                                                         config_.num_heads / config_.num_kv_heads, config_.head_dim));
-    return cuda_status(cudaStreamSynchronize(stream_), "uploading the weights (cudaStreamSynchronize)");
+    // The weights went up by cudaMemcpy on the legacy stream, whose last DMA may still be in flight
+    // when it returns (pageable sources); the backend's non-blocking stream does not wait for it.
+    return cuda_status(cudaDeviceSynchronize(), "uploading the weights (cudaDeviceSynchronize)");
   }
 
   const char* name() const override { return "cuda"; }
