@@ -253,12 +253,12 @@ class CudaBackend final : public Backend {
     if (enqueued.ok() && !plan.logits.empty()) enqueued = enqueue_logit_pass(plan, 0);
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-    if (!enqueued.ok()) {
+    if (!enqueued.ok() || ended != cudaSuccess) {
       if (graph != nullptr) cudaGraphDestroy(graph);
-      cudaGetLastError();
-      return make_error("capturing a decode step: " + enqueued.message());
+      cudaGetLastError();  // a failed capture is not sticky: the next step starts clean
+      return make_error("capturing a decode step: " +
+                        (enqueued.ok() ? cuda_status(ended, "cudaStreamEndCapture").message() : enqueued.message()));
     }
-    KIPP_RETURN_IF_ERROR(cuda_status(ended, "cudaStreamEndCapture"));
     // cudaGraphExec_t has no size query: the free device memory before and after instantiating
     // and uploading it is the estimate.
     size_t free_before = 0, free_after = 0, total = 0;
