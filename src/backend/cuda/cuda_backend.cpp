@@ -192,6 +192,7 @@ class CudaBackend final : public Backend {
     std::vector<uint64_t> kv_bases(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       auto* storage = static_cast<cuda::CudaKvStorage*>(items[i].kv);
+      if (storage == nullptr) continue;  // an item without tokens (check_eval_items) has no rows to run
       KIPP_RETURN_IF_ERROR(storage->take_error());
       kv_bases[i] = storage->device_address();
     }
