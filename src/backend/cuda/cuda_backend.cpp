@@ -157,7 +157,9 @@ class CudaBackend final : public Backend {
     KIPP_RETURN_IF_ERROR(allocate_scratch());
     KIPP_RETURN_IF_ERROR(cuda::reserve_attention_shared(plan_options_.tile_rows,
                                                         config_.num_heads / config_.num_kv_heads, config_.head_dim));
-    return cuda_status(cudaStreamSynchronize(stream_), "uploading the weights (cudaStreamSynchronize)");
+    // The weights went up by cudaMemcpy on the legacy stream, whose last DMA may still be in flight
+    // when it returns (pageable sources); the backend's non-blocking stream does not wait for it.
+    return cuda_status(cudaDeviceSynchronize(), "uploading the weights (cudaDeviceSynchronize)");
   }
 
   const char* name() const override { return "cuda"; }
@@ -186,9 +188,11 @@ class CudaBackend final : public Backend {
   }
 
   Status eval(std::span<const EvalItem> items) override {
+    KIPP_RETURN_IF_ERROR(cuda::check_eval_items(items, config_.context_length));
     std::vector<uint64_t> kv_bases(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       auto* storage = static_cast<cuda::CudaKvStorage*>(items[i].kv);
+      if (storage == nullptr) continue;  // an item without tokens (check_eval_items) has no rows to run
       KIPP_RETURN_IF_ERROR(storage->take_error());
       kv_bases[i] = storage->device_address();
     }
@@ -250,12 +254,12 @@ class CudaBackend final : public Backend {
     if (enqueued.ok() && !plan.logits.empty()) enqueued = enqueue_logit_pass(plan, 0);
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
-    if (!enqueued.ok()) {
+    if (!enqueued.ok() || ended != cudaSuccess) {
       if (graph != nullptr) cudaGraphDestroy(graph);
-      cudaGetLastError();
-      return make_error("capturing a decode step: " + enqueued.message());
+      cudaGetLastError();  // a failed capture is not sticky: the next step starts clean
+      return make_error("capturing a decode step: " +
+                        (enqueued.ok() ? cuda_status(ended, "cudaStreamEndCapture").message() : enqueued.message()));
     }
-    KIPP_RETURN_IF_ERROR(cuda_status(ended, "cudaStreamEndCapture"));
     // cudaGraphExec_t has no size query: the free device memory before and after instantiating
     // and uploading it is the estimate.
     size_t free_before = 0, free_after = 0, total = 0;

@@ -37,6 +37,12 @@ CudaKvStorage::~CudaKvStorage() {
 }
 
 void CudaKvStorage::copy_block(uint32_t from, uint32_t to) {
+  if (from >= num_blocks_ || to >= num_blocks_) {
+    if (error_.ok())
+      error_ = make_error("copying K/V block " + std::to_string(from) + " to " + std::to_string(to) +
+                          " of a storage of " + std::to_string(num_blocks_) + " blocks");
+    return;
+  }
   const uint64_t block_bytes = block_elements_ * sizeof(uint16_t);
   Status copied = cuda_status(
       cudaMemcpy(data_ + to * block_elements_, data_ + from * block_elements_, block_bytes, cudaMemcpyDeviceToDevice),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 namespace kipp::cuda {
 
@@ -68,6 +69,29 @@ std::vector<StepPlan> plan_steps(std::span<const EvalItem> items, const StepPlan
   }
   for (StepPlan& plan : steps) finish_step(plan, items, options);
   return steps;
+}
+
+Status check_eval_items(std::span<const EvalItem> items, uint32_t max_positions) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const EvalItem& item = items[i];
+    if (item.tokens.empty()) continue;
+    const std::string name = "eval item " + std::to_string(i);
+    if (item.kv == nullptr) return make_error(name + " has no K/V storage");
+    const uint64_t end = uint64_t{item.start} + item.tokens.size();
+    if (end > max_positions)
+      return make_error(name + " reaches position " + std::to_string(end - 1) + ", past the context of " +
+                        std::to_string(max_positions));
+    const uint64_t blocks = (end + kKvBlockPositions - 1) / kKvBlockPositions;
+    if (item.block_table.size() < blocks)
+      return make_error(name + " has a block table of " + std::to_string(item.block_table.size()) + " blocks for " +
+                        std::to_string(end) + " positions");
+    const uint32_t physical = item.kv->num_blocks();
+    for (uint64_t b = 0; b < blocks; ++b)
+      if (item.block_table[b] >= physical)
+        return make_error(name + " names block " + std::to_string(item.block_table[b]) + " of a storage of " +
+                          std::to_string(physical));
+  }
+  return ok_status();
 }
 
 StepMetadataLayout StepMetadataLayout::make(uint32_t row_capacity, uint64_t table_capacity) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/status.h"
 
 namespace kipp::cuda {
 
@@ -55,6 +56,11 @@ struct StepPlan {
 };
 
 std::vector<StepPlan> plan_steps(std::span<const EvalItem> items, const StepPlanOptions& options);
+
+// What the kernels take on trust and would otherwise fault on (or corrupt another sequence's
+// K/V with): every item has storage, positions below `max_positions` (the rows of the RoPE
+// table), and a block table covering its positions with blocks of its storage.
+Status check_eval_items(std::span<const EvalItem> items, uint32_t max_positions);
 
 // The step metadata's place in one buffer: per-row, per-tile, per-item and per-logit arrays of
 // fixed capacity (so the device addresses never change and a captured graph stays valid), the

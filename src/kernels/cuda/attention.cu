@@ -36,9 +36,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs ar
   const uint32_t queries = tile_rows * group, max_queries = args.max_tile_rows * group;
   const KvPages& pages = args.pages;
   const uint32_t first_position = pages.positions[first_row];
-  const uint32_t blocks = (first_position + tile_rows + kPositions - 1) / kPositions;
-  const uint32_t per_split = (blocks + args.splits - 1) / args.splits;
-  const uint32_t block_begin = min(blocks, split * per_split), block_end = min(blocks, block_begin + per_split);
+  const BlockRange range = attention_split_blocks(first_position, tile_rows, args.splits, split);
 
   float* query = reinterpret_cast<float*>(shared);   // [max_queries][hd]
   float* result = query + size_t{max_queries} * hd;  // [max_queries][hd]
@@ -61,7 +59,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs ar
   const uint32_t* table = pages.tables + pages.item_table_offsets[item];
   const size_t k_offset = pages.layout.k(args.layer, g), v_offset = pages.layout.v(args.layer, g);
   const uint32_t chunks = kPositions * hd / 8;  // 16-byte loads per K (or V) block
-  for (uint32_t b = block_begin; b < block_end; ++b) {
+  for (uint32_t b = range.begin; b < range.end; ++b) {
     __syncthreads();  // the previous block's K/V (and, first, the queries) are done with
     const uint16_t* block = storage + size_t{table[b]} * pages.layout.block_elements();
     const auto* k_src = reinterpret_cast<const uint4*>(block + k_offset);
@@ -99,7 +97,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs ar
         float value = out[d] * rescale;
         for (uint32_t j = 0; j < visible; ++j) {
           const uint32_t pair = values[j * (hd / 2) + d / 2];
-          value = fmaf(__shfl_sync(0xffffffffu, p, j), bf16_bits_to_float(d % 2 ? pair >> 16 : pair & 0xffffu), value);
+          value = fmaf(__shfl_sync(kFullWarp, p, j), bf16_bits_to_float(d % 2 ? pair >> 16 : pair & 0xffffu), value);
         }
         out[d] = value;
       }

@@ -1,4 +1,4 @@
-// Device twins of core/half.h and the block reductions the forward kernels share.
+// Device twins of core/half.h and the warp and block reductions the CUDA kernels share.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -18,18 +18,19 @@ __device__ __forceinline__ uint16_t float_to_bf16_bits(float value) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
+inline constexpr unsigned kFullWarp = 0xffffffffu;
+
 __device__ __forceinline__ float warp_max(float value) {
-  for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(kFullWarp, value, offset));
   return value;
 }
 
-__device__ __forceinline__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
-
-__device__ __forceinline__ double warp_sum(double value) {
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(0xffffffffu, value, offset);
+// The sum over the warp's 32 lanes, in every lane (a butterfly: a fixed order for a fixed lane
+// assignment, not a sequential one). A lone add is never contracted, so `+` rounds as
+// __fadd_rn does.
+template <typename T>
+__device__ __forceinline__ T warp_sum(T value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_xor_sync(kFullWarp, value, offset);
   return value;
 }
 

@@ -89,6 +89,22 @@ struct AttentionArgs {
   // splits > 1: rows * num_heads * splits partial results of head_dim + 2 floats.
   float* partials = nullptr;
 };
+// The K/V blocks [begin, end) that part `split` of `splits` of a tile's context covers: the tile's
+// rows (`rows` consecutive positions from `first_position`) see the blocks up to their last
+// position's, cut into equal runs (the last parts may be empty).
+struct BlockRange {
+  uint32_t begin;
+  uint32_t end;
+};
+KIPP_HOST_DEVICE inline BlockRange attention_split_blocks(uint32_t first_position, uint32_t rows, uint32_t splits,
+                                                          uint32_t split) {
+  const uint32_t positions = kernels::kKvBlockPositions;
+  const uint32_t blocks = (first_position + rows + positions - 1) / positions;
+  const uint32_t per_split = (blocks + splits - 1) / splits;
+  const uint32_t begin = split * per_split < blocks ? split * per_split : blocks;
+  return {begin, blocks - begin < per_split ? blocks : begin + per_split};
+}
+
 // Shared memory one attention thread block takes for tiles of `tile_rows` rows.
 uint64_t attention_shared_bytes(uint32_t tile_rows, uint32_t group, uint32_t head_dim);
 // Allows attention thread blocks the shared memory of tiles up to `tile_rows` rows; once, before

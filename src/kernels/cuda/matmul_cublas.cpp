@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "kernels/cuda/launch_status.h"
 #include "kernels/cuda/matmul_kernels.h"
 
 namespace kipp::cuda {
@@ -15,11 +16,6 @@ constexpr uint64_t kWorkspaceBytes = uint64_t{32} << 20;
 uint32_t alignment(const void* pointer, uint64_t ld_bytes) {
   const uint64_t both = reinterpret_cast<uintptr_t>(pointer) | ld_bytes | 256;
   return static_cast<uint32_t>(both & (~both + 1));
-}
-
-Status cuda_check(cudaError_t error, const char* call) {
-  if (error == cudaSuccess) return ok_status();
-  return make_error(std::string(call) + ": " + cudaGetErrorString(error));
 }
 
 }  // namespace
@@ -51,9 +47,11 @@ Expected<std::unique_ptr<CublasProducts>> CublasProducts::create() {
   cublasLtHandle_t handle = nullptr;
   KIPP_RETURN_IF_ERROR(lt->check(lt->create(&handle), "cublasLtCreate"));
   std::unique_ptr<CublasProducts> products(new CublasProducts(lt, handle));
-  if (const cudaError_t e = cudaMalloc(&products->workspace_, kWorkspaceBytes); e != cudaSuccess)
+  if (const cudaError_t e = cudaMalloc(&products->workspace_, kWorkspaceBytes); e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: cleared so that the next launch does not report it as its own
     return make_error("cannot allocate cuBLASLt's " + std::to_string(kWorkspaceBytes >> 20) +
                       " MiB workspace on the GPU: " + cudaGetErrorString(e));
+  }
   products->workspace_bytes_ = kWorkspaceBytes;
   return products;
 }
@@ -137,10 +135,13 @@ Status CublasProducts::swiglu(const DeviceMatrix& w, const DeviceMatrix& up, con
   const uint64_t bytes = uint64_t{in.rows} * w.rows * sizeof(float);
   if (bytes > scratch_bytes_) {
     // Work queued on the old scratch finishes first: cudaFree waits for the device.
-    KIPP_RETURN_IF_ERROR(cuda_check(cudaFree(scratch_), "cudaFree(SwiGlu scratch)"));
+    KIPP_RETURN_IF_ERROR(cuda_status(cudaFree(scratch_), "cudaFree(SwiGlu scratch)"));
     scratch_ = nullptr;
     scratch_bytes_ = 0;
-    KIPP_RETURN_IF_ERROR(cuda_check(cudaMalloc(&scratch_, bytes), "cudaMalloc(SwiGlu scratch)"));
+    if (const cudaError_t e = cudaMalloc(&scratch_, bytes); e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: cleared so that the next launch does not report it as its own
+      return cuda_status(e, "cudaMalloc(SwiGlu scratch)");
+    }
     scratch_bytes_ = bytes;
   }
   KIPP_RETURN_IF_ERROR(product(w, in, out, out_stride, 0.0f, stream));

@@ -1,12 +1,11 @@
-// Device helpers the product kernels share: the epilogue of one output and warp sums.
+// The epilogue of one output, shared by the product kernels (warp sums: device_math.cuh).
 #pragma once
 
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/matmul_math.h"
 
 namespace kipp::cuda {
-
-inline constexpr unsigned kFullWarp = 0xffffffffu;
 
 // What `epilogue` does with one result `value` (and, for SwiGlu, the up projection's `up`).
 __device__ __forceinline__ void finish(Epilogue epilogue, float* out, float value, float up) {
@@ -15,13 +14,6 @@ __device__ __forceinline__ void finish(Epilogue epilogue, float* out, float valu
     case Epilogue::Accumulate: *out = math::add(*out, value); break;
     case Epilogue::SwiGlu: *out = math::swiglu(value, up); break;
   }
-}
-
-// The sum over the warp's 32 lanes, in every lane (a butterfly: a fixed order for a fixed lane
-// assignment, not the reference's sequential one).
-__device__ __forceinline__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset /= 2) value = math::add(value, __shfl_xor_sync(kFullWarp, value, offset));
-  return value;
 }
 
 }  // namespace kipp::cuda

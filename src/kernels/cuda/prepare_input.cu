@@ -1,6 +1,7 @@
 // Input preparation on the device, value for value kernels::ref::prepare_rows: BF16 by the bit
 // rounding of core/half.h, Q8 one warp per block of 32 (the block's maximum and code sum are
 // reduced across the warp; max and integer sums are exact in any order).
+#include "kernels/cuda/device_math.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/matmul_math.h"
 
@@ -9,7 +10,6 @@ namespace {
 
 constexpr uint32_t kThreads = 256;
 constexpr uint64_t kMaxGrid = 65536;  // enough CTAs to fill any GPU; the kernels stride over the rest
-constexpr unsigned kFullWarp = 0xffffffffu;
 
 __global__ void prepare_bf16_kernel(const float* x, uint32_t x_stride, uint16_t* out, uint32_t rows, uint32_t cols) {
   const uint64_t total = uint64_t{rows} * cols;
@@ -29,13 +29,10 @@ __global__ void prepare_q8_kernel(const float* x, uint32_t x_stride, DeviceInput
        block += warps) {
     const uint64_t r = block / row_blocks, b = block % row_blocks;
     const float value = x[r * x_stride + b * math::kBlock + lane];
-    float largest = math::max_magnitude(0.0f, value);
-    for (int offset = 16; offset > 0; offset /= 2)
-      largest = fmaxf(largest, __shfl_xor_sync(kFullWarp, largest, offset));
+    const float largest = warp_max(math::max_magnitude(0.0f, value));
     const int8_t code = math::q8_code(value, math::q8_inverse(largest));
     in.q8[block * math::kBlock + lane] = code;  // row r's codes start at r * cols = r * row_blocks * 32
-    int32_t sum = code;
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(kFullWarp, sum, offset);
+    const int32_t sum = warp_sum(int32_t{code});
     if (lane == 0) {
       const float scale = math::q8_scale(largest);
       in.q8_scale[block] = scale;

@@ -210,5 +210,39 @@ TEST(CudaStepPlan, PackedMetadataReadsBackAsThePlan) {
   }
 }
 
+// A storage of `blocks` blocks that holds nothing (check_eval_items only asks its size).
+class CountedStorage final : public KvStorage {
+ public:
+  explicit CountedStorage(uint32_t blocks) : blocks_(blocks) {}
+  uint32_t num_blocks() const override { return blocks_; }
+  uint64_t bytes() const override { return 0; }
+  void copy_block(uint32_t, uint32_t) override {}
+
+ private:
+  uint32_t blocks_;
+};
+
+TEST(CudaStepPlan, EvalItemsTheKernelsWouldFaultOnAreRefused) {
+  CountedStorage storage(4);
+  const std::vector<uint32_t> tokens(10, 1), table = {3, 0, 2};
+  EvalItem item;
+  item.kv = &storage;
+  item.block_table = table;
+  item.tokens = tokens;
+  item.start = 86;  // positions 86..95: the last of three blocks
+  EXPECT_TRUE(check_eval_items({&item, 1}, 96).ok());
+  EXPECT_FALSE(check_eval_items({&item, 1}, 95).ok());  // position 95 has no RoPE row
+  item.start = 87;                                      // position 96 needs a fourth block
+  EXPECT_FALSE(check_eval_items({&item, 1}, 200).ok());
+  item.start = 86;
+  CountedStorage smaller(3);  // block 3 is past it
+  item.kv = &smaller;
+  EXPECT_FALSE(check_eval_items({&item, 1}, 96).ok());
+  item.kv = nullptr;
+  EXPECT_FALSE(check_eval_items({&item, 1}, 96).ok());
+  item.tokens = {};  // nothing to run: nothing to check
+  EXPECT_TRUE(check_eval_items({&item, 1}, 96).ok());
+}
+
 }  // namespace
 }  // namespace kipp::cuda
