@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "cli/model_source.h"
 #include "cli/train_dashboard.h"
 #include "core/files.h"
+#include "core/gpu_stats.h"
 #include "train/checkpoint.h"
 #include "train/collective.h"
 #include "train/init_source.h"
@@ -104,6 +106,15 @@ train::GpuProbe probe_gpu() {
   return probe;
 }
 
+// A GPU run's dashboard figures: NVML opened once; where it cannot be, every sample says why.
+std::function<Expected<GpuSample>()> gpu_sampler() {
+  auto stats = std::make_shared<Expected<GpuStats>>(GpuStats::open());
+  return [stats]() -> Expected<GpuSample> {
+    if (!*stats) return make_error(stats->message());
+    return (*stats)->sample();
+  };
+}
+
 std::string duration_text(double seconds) {
   const auto total = uint64_t(seconds + 0.5);
   char text[32];
@@ -168,6 +179,7 @@ int train_as_rank(const TrainArgs& args, train::Collective& processes) {
   options.interactive = terminal.interactive;
   options.color = terminal.color;
   options.terminal_fd = terminal.fd;
+  if (run.config.train.device == train::TrainDevice::Cuda) options.sample_gpu = gpu_sampler();
   TrainDashboard dashboard(std::cerr, std::move(options));
 
   train::TrainEvents events;
