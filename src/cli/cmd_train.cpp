@@ -9,6 +9,7 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -106,12 +107,18 @@ train::GpuProbe probe_gpu() {
   return probe;
 }
 
-// A GPU run's dashboard figures: NVML opened once; where it cannot be, every sample says why.
+// A GPU run's figures: NVML opened once; where it cannot be, every sample says why. Locked, so
+// that the dashboard and the run log can share one reader (and so one peak).
 std::function<Expected<GpuSample>()> gpu_sampler() {
-  auto stats = std::make_shared<Expected<GpuStats>>(GpuStats::open());
-  return [stats]() -> Expected<GpuSample> {
-    if (!*stats) return make_error(stats->message());
-    return (*stats)->sample();
+  struct Shared {
+    std::mutex mutex;
+    Expected<GpuStats> stats = GpuStats::open();
+  };
+  auto shared = std::make_shared<Shared>();
+  return [shared]() -> Expected<GpuSample> {
+    std::lock_guard lock(shared->mutex);
+    if (!shared->stats) return make_error(shared->stats.message());
+    return shared->stats->sample();
   };
 }
 
