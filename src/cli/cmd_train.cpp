@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "cli/model_source.h"
 #include "cli/train_dashboard.h"
 #include "core/files.h"
+#include "core/gpu_stats.h"
 #include "train/checkpoint.h"
 #include "train/collective.h"
 #include "train/init_source.h"
@@ -104,6 +107,21 @@ train::GpuProbe probe_gpu() {
   return probe;
 }
 
+// A GPU run's figures: NVML opened once; where it cannot be, every sample says why. Locked, so
+// that the dashboard and the run log can share one reader (and so one peak).
+std::function<Expected<GpuSample>()> gpu_sampler() {
+  struct Shared {
+    std::mutex mutex;
+    Expected<GpuStats> stats = GpuStats::open();
+  };
+  auto shared = std::make_shared<Shared>();
+  return [shared]() -> Expected<GpuSample> {
+    std::lock_guard lock(shared->mutex);
+    if (!shared->stats) return make_error(shared->stats.message());
+    return shared->stats->sample();
+  };
+}
+
 std::string duration_text(double seconds) {
   const auto total = uint64_t(seconds + 0.5);
   char text[32];
@@ -168,6 +186,7 @@ int train_as_rank(const TrainArgs& args, train::Collective& processes) {
   options.interactive = terminal.interactive;
   options.color = terminal.color;
   options.terminal_fd = terminal.fd;
+  if (run.config.train.device == train::TrainDevice::Cuda) options.sample_gpu = gpu_sampler();
   TrainDashboard dashboard(std::cerr, std::move(options));
 
   train::TrainEvents events;

@@ -125,13 +125,8 @@ std::string bar_text(uint64_t done, uint64_t total, size_t width) {
   return bar + "]";
 }
 
-std::string accelerator_text(const AcceleratorStats& stats) {
-  const char* name = stats.name.empty() ? "gpu" : stats.name.c_str();
-  std::string text = printf_text("%s %.0f%%", name, stats.utilization_percent);
-  if (stats.memory_total_bytes) {
-    text += " vram " + format_memory(stats.memory_used_bytes) + " / " + format_memory(stats.memory_total_bytes);
-  }
-  return text;
+std::string gpu_utilization_text(const GpuSample& sample) {
+  return printf_text("gpu %.0f%%", sample.utilization_percent);
 }
 
 }  // namespace
@@ -168,6 +163,13 @@ std::string format_memory(uint64_t bytes) {
   if (bytes >= (1ull << 20)) return printf_text("%.0f MiB", value / double(1ull << 20));
   if (bytes >= (1ull << 10)) return printf_text("%.0f KiB", value / double(1ull << 10));
   return printf_text("%llu B", static_cast<unsigned long long>(bytes));
+}
+
+std::string format_gpu_memory(const GpuSample& sample) {
+  std::string text = sample.memory_scope == GpuMemoryScope::Device ? "vram (device) " : "vram ";
+  text += format_memory(sample.memory_used_bytes) + " (peak " + format_memory(sample.memory_peak_bytes) + ")";
+  if (sample.memory_total_bytes) text += " / " + format_memory(sample.memory_total_bytes);
+  return text;
 }
 
 std::string fit_to_width(std::string_view text, size_t columns) { return limit_width(text, columns, Overflow::Cut); }
@@ -208,11 +210,22 @@ TrainDashboard::~TrainDashboard() { finish(); }
 
 TrainDashboard::Clock::time_point TrainDashboard::now() const { return options_.clock(); }
 
-void TrainDashboard::refresh_process_sample(Clock::time_point time) {
-  if (last_process_sample_ && time - *last_process_sample_ < options_.process_sample_interval) return;
+std::string TrainDashboard::refresh_samples(Clock::time_point time) {
+  if (last_process_sample_ && time - *last_process_sample_ < options_.process_sample_interval) return {};
   last_process_sample_ = time;
   auto sample = options_.sample_process();
   if (sample) process_ = *sample;
+  if (!options_.sample_gpu) return {};
+  auto gpu = options_.sample_gpu();
+  if (!gpu) {
+    options_.sample_gpu = nullptr;
+    gpu_.reset();
+    return "GPU stats unavailable: " + gpu.message() + "\n";
+  }
+  // The log lines carry the figures; the device's name goes above them once.
+  const bool named = gpu_.has_value();
+  gpu_ = std::move(*gpu);
+  return named || options_.interactive ? std::string() : "gpu: " + gpu_->name + "\n";
 }
 
 void TrainDashboard::on_step(const train::StepReport& report) {
@@ -221,8 +234,8 @@ void TrainDashboard::on_step(const train::StepReport& report) {
   data_progress_.reset();
   const auto time = now();
   if (!options_.interactive || finished_) {
-    refresh_process_sample(time);
-    write(step_line() + "\n");
+    const std::string notice = refresh_samples(time);
+    write(notice + step_line() + "\n");
     return;
   }
   pending_ = true;
@@ -282,12 +295,6 @@ void TrainDashboard::on_data_progress(const data::CacheProgress& progress) {
   redraw("");
 }
 
-void TrainDashboard::set_accelerator_stats(std::optional<AcceleratorStats> stats) {
-  std::lock_guard lock(mutex_);
-  accelerator_ = std::move(stats);
-  pending_ = true;
-}
-
 void TrainDashboard::finish(std::string_view outcome) {
   std::lock_guard lock(mutex_);
   if (finished_) return;
@@ -320,7 +327,7 @@ std::string TrainDashboard::step_line() const {
   if (process_) {
     line += printf_text(" | cpu %.0f%% | rss ", process_->cpu_percent) + format_memory(process_->rss_bytes);
   }
-  if (accelerator_) line += " | " + accelerator_text(*accelerator_);
+  if (gpu_) line += " | " + gpu_utilization_text(*gpu_) + " | " + format_gpu_memory(*gpu_);
   if (r.skipped_steps) line += " | " + format_thousands(r.skipped_steps) + " skipped";
   if (r.ranks > 1) line += " | " + ranks_text(r);
   line += " | " + format_duration(r.elapsed_seconds) + " elapsed, ETA " + format_duration(r.eta_seconds);
@@ -393,8 +400,12 @@ std::vector<std::vector<TrainDashboard::Cell>> TrainDashboard::panel_cells(int w
     const std::string peak = format_memory(p.peak_rss_bytes);
     system.push_back({"rss " + format_memory(p.rss_bytes) + " (peak " + peak + ")", nullptr});
   }
-  if (accelerator_) system.push_back({accelerator_text(*accelerator_), nullptr});
   if (!system.empty()) groups.push_back(std::move(system));
+  if (gpu_) {
+    groups.push_back({{gpu_->name.empty() ? std::string("gpu") : gpu_->name, nullptr},
+                      {gpu_utilization_text(*gpu_), nullptr},
+                      {format_gpu_memory(*gpu_), nullptr}});
+  }
 
   if (step_) {
     groups.push_back({{"elapsed " + format_duration(step_->elapsed_seconds), nullptr},
@@ -441,9 +452,11 @@ std::vector<std::string> TrainDashboard::panel_lines(int width) const {
 
 void TrainDashboard::redraw(const std::string& lines_above) {
   const auto time = now();
-  refresh_process_sample(time);
+  const std::string notice = refresh_samples(time);
   std::string frame;
   if (drawn_lines_ > 0) frame += "\r\x1b[" + std::to_string(drawn_lines_) + "A\x1b[J";
+  frame += limit_width(terminal_safe(notice), static_cast<size_t>(std::max(terminal_width(), kMinimumWidth) - 1),
+                       Overflow::Wrap);
   frame += lines_above;
   std::vector<std::string> lines = render(terminal_width(), options_.color);
   // A panel taller than the window cannot be reached by cursor-up: keep what fits.

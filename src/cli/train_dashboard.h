@@ -23,21 +23,13 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gpu_stats.h"
 #include "core/process_stats.h"
 #include "core/status.h"
 #include "data/token_cache.h"
 #include "train/trainer.h"
 
 namespace kipp::cli {
-
-// Utilisation and memory of an accelerator. Kipp has no GPU backend yet: nothing sets this
-// today, and the dashboard shows it only when it is set.
-struct AcceleratorStats {
-  std::string name;  // e.g. "GPU 0"; empty shows as "gpu"
-  double utilization_percent = 0;
-  uint64_t memory_used_bytes = 0;
-  uint64_t memory_total_bytes = 0;
-};
 
 struct DashboardOptions {
   using Clock = std::chrono::steady_clock;
@@ -56,6 +48,10 @@ struct DashboardOptions {
   // Injected for tests; empty means steady_clock::now and a ProcessStats of this process.
   std::function<Clock::time_point()> clock;
   std::function<Expected<ProcessSample>()> sample_process;
+  // A GPU run's device figures, sampled with the process's (core/gpu_stats.h); empty: a CPU
+  // run, no GPU figures. Its first failure is shown once as "GPU stats unavailable: <why>" and
+  // it is not called again.
+  std::function<Expected<GpuSample>()> sample_gpu;
 };
 
 // Whether `stream` gets the interactive panel: it is a terminal, TERM is not "dumb" and the
@@ -85,8 +81,6 @@ class TrainDashboard {
   void on_sample(const train::SampleReport& sample) { on_sample(sample.step, sample.prompt, sample.text); }
   // While the training data is tokenized (before the first step).
   void on_data_progress(const data::CacheProgress& progress);
-  // Set by an accelerator backend when there is one; nullopt hides the field again.
-  void set_accelerator_stats(std::optional<AcceleratorStats> stats);
 
   // Draws the final state (with `outcome`, e.g. "finished" or "stopped", in the title) and
   // leaves the panel in place, the cursor on the line below it and the colors reset. Later
@@ -103,7 +97,9 @@ class TrainDashboard {
   };
 
   Clock::time_point now() const;
-  void refresh_process_sample(Clock::time_point now);
+  // Samples the process (and the GPU) when process_sample_interval has passed; returns a notice
+  // to print above the figures (ending in '\n'), or nothing.
+  std::string refresh_samples(Clock::time_point now);
   std::string step_line() const;  // plain mode
   std::vector<std::vector<Cell>> panel_cells(int width) const;
   std::vector<std::string> render(int width, bool styled) const;
@@ -125,7 +121,7 @@ class TrainDashboard {
   int data_progress_decile_ = -1;  // plain mode: the last logged tenth
   std::optional<ProcessSample> process_;
   std::optional<Clock::time_point> last_process_sample_;
-  std::optional<AcceleratorStats> accelerator_;
+  std::optional<GpuSample> gpu_;
 
   int drawn_lines_ = 0;  // panel lines on screen below the scrollback
   std::optional<Clock::time_point> last_draw_;
@@ -139,6 +135,9 @@ std::string format_duration(double seconds);   // "00:56", "03:44", "1:02:03"; "
 std::string format_thousands(uint64_t value);  // "2,150"
 std::string format_rate(double per_second);    // "2,150"; "2.5" below 100
 std::string format_memory(uint64_t bytes);     // "412 MiB", "1.23 GiB" ("12 KiB", "5 B" when small)
+// "vram 10.00 GiB (peak 12.00 GiB) / 80.00 GiB"; "vram (device) ..." when the figures count the
+// whole device rather than this process; no " / total" when the total is unknown (0).
+std::string format_gpu_memory(const GpuSample& sample);
 // Columns `text` takes: escape sequences take none, a UTF-8 code point one.
 size_t display_width(std::string_view text);
 // `text` cut to at most `columns` columns, escape sequences kept whole.

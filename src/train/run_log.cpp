@@ -87,6 +87,7 @@ Expected<RunLog> RunLog::open(const std::string& run_dir, const RunLogOptions& o
 
   RunLog log;
   log.clock_ = options.clock;
+  log.sample_gpu_ = options.sample_gpu;
   log.metrics_path_ = join_path(run_dir, kMetricsFileName);
   const char* mode = "wb";
   if (options.resume_step) {
@@ -149,6 +150,22 @@ Status RunLog::record_step(const StepReport& report) {
     line["allreduce_wait_seconds"] = number(report.allreduce_wait_seconds);
     line["allreduce_share"] = number(report.allreduce_share);
   }
+  std::optional<GpuSample> gpu;
+  if (sample_gpu_) {
+    if (auto sample = sample_gpu_()) {
+      gpu = std::move(*sample);
+    } else {
+      sample_gpu_ = nullptr;
+    }
+  }
+  if (gpu) {
+    line["gpu_name"] = gpu->name;
+    line["gpu_utilization_percent"] = number(gpu->utilization_percent);
+    line["gpu_memory_used_bytes"] = gpu->memory_used_bytes;
+    line["gpu_memory_peak_bytes"] = gpu->memory_peak_bytes;
+    line["gpu_memory_total_bytes"] = gpu->memory_total_bytes;
+    line["gpu_memory_scope"] = gpu_memory_scope_name(gpu->memory_scope);
+  }
   KIPP_RETURN_IF_ERROR(append_line(line.dump()));
   if (!events_) return ok_status();
   std::vector<ScalarValue> scalars = {
@@ -159,6 +176,10 @@ Status RunLog::record_step(const StepReport& report) {
       {"train/tokens_per_second", to_summary_float(report.tokens_per_second)},
   };
   if (report.ranks > 1) scalars.push_back({"train/allreduce_share", to_summary_float(report.allreduce_share)});
+  if (gpu) {
+    scalars.push_back({"gpu/utilization_percent", to_summary_float(gpu->utilization_percent)});
+    scalars.push_back({"gpu/memory_used_gib", to_summary_float(double(gpu->memory_used_bytes) / double(1ull << 30))});
+  }
   return events_->write_scalars(time, int64_t(report.step), scalars);
 }
 

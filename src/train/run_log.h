@@ -6,14 +6,17 @@
 //   "step":    every StepReport field (loss, smoothed_loss, lr, grad_norm, tokens_per_second,
 //              tokens_seen, epoch, max_steps, elapsed_seconds, eta_seconds, skipped_steps; with
 //              more than one rank also ranks, allreduce_seconds, allreduce_wait_seconds and
-//              allreduce_share)
+//              allreduce_share; on a GPU run with NVML (RunLogOptions::sample_gpu) also gpu_name,
+//              gpu_utilization_percent, gpu_memory_used_bytes, gpu_memory_peak_bytes,
+//              gpu_memory_total_bytes and gpu_memory_scope ("process" or "device"))
 //   "eval":    loss, perplexity, is_best
 //   "sample":  prompt, text
 //   "scalars": values: {tag: number}
 // Non-finite numbers are written as null (JSON has no NaN).
 //
 // TensorBoard tags: train/loss, train/smoothed_loss, train/lr, train/grad_norm,
-// train/tokens_per_second, train/allreduce_share (more than one rank), val/loss, val/perplexity, free-form scalars
+// train/tokens_per_second, train/allreduce_share (more than one rank), gpu/utilization_percent
+// and gpu/memory_used_gib (GPU runs with NVML), val/loss, val/perplexity, free-form scalars
 // under their own tag, and samples as text summaries sample/<i> (i counts the samples of one step).
 #pragma once
 
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_stats.h"
 #include "core/status.h"
 #include "train/tfevents.h"
 #include "train/trainer.h"
@@ -45,6 +49,9 @@ struct RunLogOptions {
   bool tensorboard = true;
   // Unix seconds for the "time" fields and event wall_time; the system clock when empty.
   std::function<double()> clock;
+  // A GPU run's device figures for each step line (core/gpu_stats.h); empty on a CPU run. After
+  // its first failure the lines go on without GPU fields (the dashboard says why).
+  std::function<Expected<GpuSample>()> sample_gpu;
 };
 
 struct NamedScalar {
@@ -91,6 +98,7 @@ class RunLog {
   std::unique_ptr<std::FILE, Closer> metrics_;
   std::optional<EventFileWriter> events_;
   std::function<double()> clock_;
+  std::function<Expected<GpuSample>()> sample_gpu_;
   uint64_t sample_step_ = 0;
   uint64_t samples_at_step_ = 0;
 };

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_stats.h"
 #include "core/process_stats.h"
 
 namespace kipp::cli {
@@ -248,18 +249,70 @@ TEST(TrainDashboardPlain, EveryStepIsLoggedAndNoEscapes) {
   EXPECT_NE(h.out.str().find("eval step 10: val loss 3.000, perplexity 20.1\n"), std::string::npos);
 }
 
-TEST(TrainDashboardPlain, AcceleratorOnlyWhenSet) {
+GpuSample gpu_sample(uint64_t used_mib, uint64_t peak_mib, GpuMemoryScope scope = GpuMemoryScope::Process) {
+  GpuSample sample;
+  sample.name = "Test GPU 80GB";
+  sample.utilization_percent = 80;
+  sample.memory_used_bytes = used_mib * kMiB;
+  sample.memory_peak_bytes = peak_mib * kMiB;
+  sample.memory_total_bytes = 80 * 1024 * kMiB;
+  sample.memory_scope = scope;
+  return sample;
+}
+
+TEST(GpuFigures, MemoryText) {
+  EXPECT_EQ(format_gpu_memory(gpu_sample(10 * 1024, 12 * 1024)), "vram 10.00 GiB (peak 12.00 GiB) / 80.00 GiB");
+  EXPECT_EQ(format_gpu_memory(gpu_sample(512, 700, GpuMemoryScope::Device)),
+            "vram (device) 512 MiB (peak 700 MiB) / 80.00 GiB");
+  GpuSample no_total = gpu_sample(512, 512);
+  no_total.memory_total_bytes = 0;
+  EXPECT_EQ(format_gpu_memory(no_total), "vram 512 MiB (peak 512 MiB)");
+}
+
+TEST(TrainDashboardPlain, GpuFiguresOnEveryLineOfAGpuRun) {
+  Harness h(false);
+  EXPECT_FALSE(h.options.sample_gpu);
+  uint64_t used = 10 * 1024;
+  h.options.sample_gpu = [&used]() -> Expected<GpuSample> { return gpu_sample(used, 12 * 1024); };
+  h.options.process_sample_interval = std::chrono::milliseconds(0);
+  TrainDashboard& d = h.dashboard();
+  d.on_step(step_report(1));
+  used = 11 * 1024;
+  d.on_step(step_report(2));
+  const auto lines = split_lines(h.out.str());
+  ASSERT_EQ(lines.size(), 3u) << h.out.str();
+  EXPECT_EQ(lines[0], "gpu: Test GPU 80GB");
+  EXPECT_NE(lines[1].find("| rss 412 MiB | gpu 80% | vram 10.00 GiB (peak 12.00 GiB) / 80.00 GiB |"), std::string::npos)
+      << lines[1];
+  EXPECT_NE(lines[2].find("| gpu 80% | vram 11.00 GiB (peak 12.00 GiB) / 80.00 GiB |"), std::string::npos) << lines[2];
+}
+
+TEST(TrainDashboardPlain, CpuRunShowsNoGpu) {
   Harness h(false);
   TrainDashboard& d = h.dashboard();
   d.on_step(step_report(1));
   EXPECT_EQ(h.out.str().find("gpu"), std::string::npos);
-  AcceleratorStats gpu;
-  gpu.utilization_percent = 80;
-  gpu.memory_used_bytes = 10 * 1024 * kMiB;
-  gpu.memory_total_bytes = 80 * 1024 * kMiB;
-  d.set_accelerator_stats(gpu);
-  d.on_step(step_report(2));
-  EXPECT_NE(h.out.str().find("| rss 412 MiB | gpu 80% vram 10.00 GiB / 80.00 GiB |"), std::string::npos) << h.out.str();
+}
+
+TEST(TrainDashboardPlain, UnavailableGpuStatsSaidOnceAndNotAskedAgain) {
+  Harness h(false);
+  int calls = 0;
+  h.options.sample_gpu = [&calls]() -> Expected<GpuSample> {
+    ++calls;
+    return make_error("cannot open libnvidia-ml.so.1 (NVML, installed with the NVIDIA driver): not found");
+  };
+  h.options.process_sample_interval = std::chrono::milliseconds(0);
+  TrainDashboard& d = h.dashboard();
+  for (uint64_t step = 1; step <= 3; ++step) d.on_step(step_report(step));
+  EXPECT_EQ(calls, 1);
+  const auto lines = split_lines(h.out.str());
+  ASSERT_EQ(lines.size(), 4u) << h.out.str();
+  EXPECT_EQ(lines[0],
+            "GPU stats unavailable: cannot open libnvidia-ml.so.1 (NVML, installed with the NVIDIA driver): not found");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].find("vram"), std::string::npos) << lines[i];
+    EXPECT_NE(lines[i].find("| rss 412 MiB |"), std::string::npos) << lines[i];
+  }
 }
 
 TEST(TrainDashboardPlain, RanksAndAllreduceShareOnlyWithSeveralRanks) {
@@ -320,13 +373,37 @@ TEST(TrainDashboardTerminal, PanelShowsEveryField) {
     EXPECT_NE(panel.find(field), std::string::npos) << field << " missing from\n" << panel;
   }
   EXPECT_EQ(panel.find("gpu"), std::string::npos);
-  AcceleratorStats gpu;
-  gpu.name = "GPU 0";
-  gpu.utilization_percent = 93;
-  d.set_accelerator_stats(gpu);
-  panel.clear();
-  for (const auto& line : d.panel_lines(100)) panel += line + "\n";
-  EXPECT_NE(panel.find("GPU 0 93%"), std::string::npos) << panel;
+}
+
+TEST(TrainDashboardTerminal, PanelShowsTheGpuLine) {
+  Harness h(true, 100);
+  h.options.sample_gpu = []() -> Expected<GpuSample> { return gpu_sample(700, 900, GpuMemoryScope::Device); };
+  TrainDashboard& d = h.dashboard();
+  d.on_step(step_report(120));
+  const std::vector<std::string> lines = d.panel_lines(100);
+  const auto gpu_line = std::find_if(lines.begin(), lines.end(),
+                                     [](const std::string& line) { return line.rfind("Test GPU 80GB", 0) == 0; });
+  ASSERT_NE(gpu_line, lines.end());
+  EXPECT_EQ(*gpu_line, "Test GPU 80GB   gpu 80%   vram (device) 700 MiB (peak 900 MiB) / 80.00 GiB");
+  EXPECT_EQ(h.out.str().find("gpu:"), std::string::npos) << "the panel names the device; no log line for it";
+}
+
+TEST(TrainDashboardTerminal, UnavailableGpuStatsPrintedAboveThePanelOnce) {
+  Harness h(true, 80);
+  h.options.sample_gpu = []() -> Expected<GpuSample> { return make_error("NVML nvmlInit: Driver Not Loaded"); };
+  TrainDashboard& d = h.dashboard();
+  FakeTerminal terminal(80);
+  for (uint64_t step = 10; step <= 100; step += 10) {
+    h.now += 1100ms;
+    d.on_step(step_report(step, 100));
+  }
+  d.finish("finished");
+  terminal.feed(h.out.str());
+  const std::vector<std::string> screen = terminal.lines();
+  ASSERT_FALSE(screen.empty());
+  EXPECT_EQ(screen.front(), "GPU stats unavailable: NVML nvmlInit: Driver Not Loaded");
+  EXPECT_EQ(count(h.out.str(), "GPU stats unavailable"), 1u);
+  for (const std::string& line : d.panel_lines(80)) EXPECT_EQ(line.find("vram"), std::string::npos) << line;
 }
 
 TEST(TrainDashboardTerminal, MessagesScrollAboveTheRedrawnPanel) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/files.h"
+#include "core/gpu_stats.h"
 #include "train/loss_plot.h"
 #include "train/run_log.h"
 #include "train/tfevents.h"
@@ -320,6 +321,40 @@ TEST(RunLog, WithoutTensorBoard) {
   ASSERT_TRUE(log->record_step(step_report(1, 2.0)).ok());
   EXPECT_TRUE(log->events_path().empty());
   EXPECT_FALSE(fs::exists(dir.path() + "/tensorboard"));
+}
+
+TEST(RunLog, GpuFieldsOnStepLinesUntilTheSamplerFails) {
+  TempDir dir;
+  RunLogOptions options = fixed_clock();
+  options.tensorboard = false;
+  int calls = 0;
+  options.sample_gpu = [&calls]() -> Expected<GpuSample> {
+    if (++calls > 1) return make_error("NVML nvmlDeviceGetMemoryInfo: GPU is lost");
+    GpuSample sample;
+    sample.name = "Test GPU";
+    sample.utilization_percent = 87;
+    sample.memory_used_bytes = 3ull << 30;
+    sample.memory_peak_bytes = 5ull << 30;
+    sample.memory_total_bytes = 80ull << 30;
+    sample.memory_scope = GpuMemoryScope::Process;
+    return sample;
+  };
+  Expected<RunLog> log = RunLog::open(dir.path(), options);
+  ASSERT_TRUE(log.ok()) << log.message();
+  for (uint64_t step = 1; step <= 3; ++step) ASSERT_TRUE(log->record_step(step_report(step, 2.0)).ok());
+  EXPECT_EQ(calls, 2) << "a failed sampler is not asked again";
+  const std::vector<nlohmann::json> lines = read_jsonl(log->metrics_path());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0]["gpu_name"], "Test GPU");
+  EXPECT_EQ(lines[0]["gpu_utilization_percent"], 87.0);
+  EXPECT_EQ(lines[0]["gpu_memory_used_bytes"], 3ull << 30);
+  EXPECT_EQ(lines[0]["gpu_memory_peak_bytes"], 5ull << 30);
+  EXPECT_EQ(lines[0]["gpu_memory_total_bytes"], 80ull << 30);
+  EXPECT_EQ(lines[0]["gpu_memory_scope"], "process");
+  for (size_t i = 1; i < lines.size(); ++i) {
+    for (const auto& [key, value] : lines[i].items()) EXPECT_NE(key.rfind("gpu_", 0), 0u) << key;
+    EXPECT_EQ(lines[i]["loss"], 2.0);
+  }
 }
 
 // A known run with a resume, for tests/cmake/run_log.cmake: with KIPP_RUN_LOG_EXPORT_DIR set, the
