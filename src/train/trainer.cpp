@@ -92,6 +92,7 @@ class Loop {
         collective_(collective),
         log_(log) {
     device_ = model_->device_optimizer();
+    if (device_) grads_ = {};  // the gradient lives on the device
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
     inputs_.resize(rows);
     targets_.resize(rows);

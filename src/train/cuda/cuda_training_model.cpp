@@ -304,7 +304,6 @@ Status CudaTrainingModel::allocate() {
       cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
   KIPP_RETURN_IF_ERROR(cuda_ok(
       cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
-  host_grads_.resize(total);
   host_loss_.resize(rows);
   size_t free_bytes = 0, total_bytes = 0;
   KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
@@ -502,6 +501,7 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
         "embedding backward"));
   }
   if (to == GradientsTo::Host) {
+    host_grads_.resize(total);  // only a pass into the host's gradient needs the staging copy
     KIPP_RETURN_IF_ERROR(cuda_ok(
         cudaMemcpyAsync(host_grads_.data(), grads_.get(), total * sizeof(float), cudaMemcpyDeviceToHost, stream_),
         "gradient download"));
