@@ -73,12 +73,15 @@ void scale_gradients(std::span<float> grads, float factor) {
   for (long i = 0; i < n; ++i) g[i] *= factor;
 }
 
+double clip_factor(double norm, double max_norm) {
+  if (max_norm <= 0 || !std::isfinite(norm)) return 1.0;
+  return std::min(1.0, max_norm / (norm + 1e-6));
+}
+
 double clip_gradient_norm(std::span<float> grads, double max_norm) {
   const double norm = gradient_norm(grads);
-  if (max_norm > 0 && std::isfinite(norm)) {
-    const double factor = max_norm / (norm + 1e-6);
-    if (factor < 1.0) scale_gradients(grads, float(factor));
-  }
+  const double factor = clip_factor(norm, max_norm);
+  if (factor < 1.0) scale_gradients(grads, float(factor));
   return norm;
 }
 

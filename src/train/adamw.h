@@ -52,6 +52,9 @@ class AdamW {
 double gradient_norm(std::span<const float> grads);
 // Multiplies every gradient by `factor`.
 void scale_gradients(std::span<float> grads, float factor);
+// What clip_gradient_norm multiplies the gradients by at `norm`: max_norm / (norm + 1e-6) when
+// max_norm > 0 and the norm is finite and exceeds it, else 1 (no scaling).
+double clip_factor(double norm, double max_norm);
 // PyTorch's clip_grad_norm_: returns the norm before clipping and, when max_norm > 0 and the
 // norm exceeds it, scales the gradients by max_norm / (norm + 1e-6).
 double clip_gradient_norm(std::span<float> grads, double max_norm);

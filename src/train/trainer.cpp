@@ -23,6 +23,7 @@
 #include "train/adamw.h"
 #include "train/checkpoint.h"
 #include "train/collective.h"
+#include "train/device_optimizer.h"
 #include "train/evaluation.h"
 #include "train/frozen_base.h"
 #include "train/lora.h"
@@ -90,6 +91,8 @@ class Loop {
         unigram_baseline_(unigram_baseline),
         collective_(collective),
         log_(log) {
+    device_ = model_->device_optimizer();
+    if (device_) grads_ = {};  // the gradient lives on the device
     const size_t rows = size_t(config_.train.micro_batch) * config_.train.grad_accum * config_.train.seq_len;
     inputs_.resize(rows);
     targets_.resize(rows);
@@ -144,6 +147,7 @@ class Loop {
     window_clock_ = Clock::now();
     window_tokens_ = 0;
     bool saved_current = first_step_ > 0;
+    if (device_) KIPP_RETURN_IF_ERROR(device_->load(params_, optimizer_));
 
     while (state_.step < last_step) {
       KIPP_ASSIGN_OR_RETURN(const bool stopping, any_rank_stopping(stop));
@@ -154,7 +158,10 @@ class Loop {
       KIPP_ASSIGN_OR_RETURN(const StepLoss step_loss, accumulate_gradients());
       const uint64_t counted = step_loss.counted;
       const double loss = counted ? step_loss.loss_sum / double(counted) : 0.0;
-      const double norm = counted ? clip_gradient_norm(grads_, t.grad_clip) : 0.0;
+      double norm = 0.0;
+      if (counted) {
+        KIPP_ASSIGN_OR_RETURN(norm, clip_gradients());
+      }
       // A step with nothing to learn (every target masked) or a non-finite loss or gradient is
       // skipped with the optimizer untouched (no decay, no momentum, no step count).
       const char* skip_reason = counted == 0           ? "no target carries loss"
@@ -167,7 +174,7 @@ class Loop {
       }
       state_.consecutive_bad_steps = 0;
       const double lr = learning_rate(schedule, state_.step);
-      optimizer_.step(params_, grads_, lr);
+      KIPP_RETURN_IF_ERROR(optimizer_step(lr));
       ++state_.step;
       saved_current = false;
       smoothed = std::isnan(smoothed) ? loss : 0.9 * smoothed + 0.1 * loss;
@@ -219,7 +226,11 @@ class Loop {
   // step's mean loss over every rank's windows, summed across ranks, in grads_ on every rank.
   Expected<StepLoss> accumulate_gradients() {
     const TrainSection& t = config_.train;
-    std::fill(grads_.begin(), grads_.end(), 0.0f);
+    if (device_) {
+      KIPP_RETURN_IF_ERROR(device_->clear_gradients());
+    } else {
+      std::fill(grads_.begin(), grads_.end(), 0.0f);
+    }
     const uint32_t micro_rows = t.micro_batch * t.seq_len;
     fill_step();
     StepLoss out;
@@ -240,7 +251,9 @@ class Loop {
       // so a resumed run, and one process with the same global batch, draw the same ones.
       batch.noise_key = counter_random(t.seed, state_.step * step_micro_batches + first_micro_batch + m);
       if (m + 1 == t.grad_accum) begin_gradient_sums();
-      KIPP_ASSIGN_OR_RETURN(LossSums sums, model_->forward_backward(params_, batch, 1.0f / float(out.counted), grads_));
+      const float grad_scale = 1.0f / float(out.counted);
+      KIPP_ASSIGN_OR_RETURN(LossSums sums, device_ ? device_->accumulate(batch, grad_scale)
+                                                   : model_->forward_backward(params_, batch, grad_scale, grads_));
       out.loss_sum += sums.loss_sum;
     }
     if (out.counted > 0) {
@@ -252,6 +265,35 @@ class Loop {
     window_tokens_ += step_tokens;
     ++window_steps_;
     return out;
+  }
+
+  // The step's gradient norm before clipping, the gradient clipped (clip_gradient_norm's rule).
+  Expected<double> clip_gradients() {
+    if (!device_) return clip_gradient_norm(grads_, config_.train.grad_clip);
+    KIPP_ASSIGN_OR_RETURN(const double norm, device_->gradient_norm());
+    const double factor = clip_factor(norm, config_.train.grad_clip);
+    if (factor < 1.0) KIPP_RETURN_IF_ERROR(device_->scale_gradients(float(factor)));
+    return norm;
+  }
+
+  // One AdamW update; on the device, the host copies are stale until refresh_host().
+  Status optimizer_step(double lr) {
+    if (!device_) {
+      optimizer_.step(params_, grads_, lr);
+      return {};
+    }
+    KIPP_RETURN_IF_ERROR(device_->step(lr, optimizer_.steps_taken() + 1));
+    optimizer_.set_steps_taken(optimizer_.steps_taken() + 1);
+    host_stale_ = true;
+    return {};
+  }
+
+  // The device's parameters and moments into params_ and optimizer_, before the host reads them.
+  Status refresh_host() {
+    if (!host_stale_) return {};
+    KIPP_RETURN_IF_ERROR(device_->store(params_, optimizer_));
+    host_stale_ = false;
+    return {};
   }
 
   // The step's windows of all ranks, in window order: rank r's micro-batches are the r-th
@@ -391,6 +433,7 @@ class Loop {
   // Mean loss over the first eval.batches micro-batches of validation windows (a fixed set, so
   // evaluations are comparable across steps).
   Expected<bool> evaluate() {
+    KIPP_RETURN_IF_ERROR(refresh_host());
     const uint64_t windows =
         std::min<uint64_t>(dataset_.validation_count(), uint64_t(config_.eval.batches) * config_.train.micro_batch);
     auto fill = [&](uint64_t index, int32_t* inputs, int32_t* targets) {
@@ -437,6 +480,7 @@ class Loop {
 
   Status save(bool is_best) {
     if (!log_) return {};
+    KIPP_RETURN_IF_ERROR(refresh_host());
     const auto began = Clock::now();
     CheckpointData data;
     data.params = params_;
@@ -461,6 +505,7 @@ class Loop {
 
   // RUN_DIR/adapter: the run's adapters as they are now, a PEFT folder with the tokenizer.
   Status write_final_adapter() {
+    KIPP_RETURN_IF_ERROR(refresh_host());
     const std::string dir = config_.run_dir + "/adapter";
     KIPP_RETURN_IF_ERROR(save_peft_adapter(dir, *trained_.adapters, params_, trained_.base));
     KIPP_RETURN_IF_ERROR(write_tokenizer_files(dir, tokenizer_.tokenizer_json, tokenizer_.tokenizer_config_json));
@@ -482,6 +527,10 @@ class Loop {
   const Trained& trained_;
   data::PackedDataset dataset_;
   std::unique_ptr<TrainingModel> model_;
+  // The model's optimizer step on its device, or null (the host applies AdamW to params_).
+  DeviceOptimizer* device_ = nullptr;
+  // Whether the device has taken steps that params_ and optimizer_'s moments do not hold yet.
+  bool host_stale_ = false;
   data::TrainingTokenizer tokenizer_;
   std::vector<float> params_, grads_;
   AdamW optimizer_;
@@ -704,7 +753,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
                         : on_gpu ? run.device_model(layout, model_options)
                                  : TrainingModel::create(layout, model_options));
   tell(events, on_gpu ? std::string("device: cuda (forward and backward on the GPU with BF16 products and FP32 sums; "
-                                    "gradients summed and AdamW applied on the host)")
+                                    "gradients accumulated, clipped and AdamW applied on the GPU)")
                : resolved.train.precision == Precision::Bf16
                    ? std::string("precision: bf16 products (BF16 operands, FP32 sums) on the ") +
                          kernels::cpu_kernels().name + " kernels"

@@ -18,6 +18,8 @@
 
 namespace kipp::train {
 
+class DeviceOptimizer;
+
 // Target id that carries no loss (prompt tokens in SFT, padding).
 inline constexpr int32_t kIgnoreTarget = -1;
 
@@ -80,6 +82,9 @@ class TrainingModel {
 
   // Bytes of activations and scratch held (for the memory report).
   virtual uint64_t workspace_bytes() const = 0;
+  // The optimizer step on the model's device (device_optimizer.h), when it has one; the trainer
+  // then keeps the parameters, gradients and moments there. Null: the host applies AdamW.
+  virtual DeviceOptimizer* device_optimizer() { return nullptr; }
 };
 
 }  // namespace kipp::train

@@ -1,8 +1,9 @@
 // Gates of the GPU training kernels (kernels/cuda/train_kernels.h) against the CPU trainer's
-// passes (train/adamw.cpp, train/fused_ops.cpp) on random data: AdamW bit for bit, the embedding
-// passes bit for bit (the same adds in the same order), the global norm and the element-wise
-// passes within a few float roundings (the GPU sums rows in another order), every pass run twice
-// to show it is deterministic. Without a usable GPU it prints SKIPPED and the reason, and exits 77.
+// passes (train/adamw.cpp, train/fused_ops.cpp) on random data: AdamW and the device optimizer's
+// step bit for bit, the embedding passes bit for bit (the same adds in the same order), the
+// global norm and the element-wise passes within a few float roundings (the GPU sums rows in
+// another order), every pass run twice to show it is deterministic. Without a usable GPU it
+// prints SKIPPED and the reason, and exits 77.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "train/adamw.h"
 #include "train/cuda/cuda_training_model.h"
 #include "train/cuda/decay_runs.h"
+#include "train/device_optimizer.h"
 #include "train/fused_ops.h"
 #include "train/parameters.h"
 #include "train/training_model.h"
@@ -497,11 +499,24 @@ void gate_attention() {
   gate_close("attention dv", runs[0][3], runs[1][3], dqkv, 1e-4);
 }
 
-// One forward and backward of a small model on the GPU (BF16 operands, FP32 sums) against the
-// CPU model in FP32 from the same parameters and batch: the loss, and every parameter tensor's
-// gradient within relative error 1e-2 (|g_gpu - g_cpu| / |g_cpu|) and cosine 0.999; a second
-// GPU pass gives bitwise the same gradients.
-void gate_training_step(bool tied) {
+// A small model's initial parameters and one batch of tokens, some targets masked.
+struct SmallProblem {
+  kipp::train::ParameterLayout layout;
+  std::vector<float> params;
+  std::vector<int32_t> inputs, targets;
+  uint64_t counted = 0;
+  static constexpr uint32_t batch = 2, seq_len = 128;
+
+  kipp::train::TokenBatch tokens() const {
+    return {.inputs = inputs, .targets = targets, .batch = batch, .seq_len = seq_len, .noise_key = 0};
+  }
+  kipp::train::TrainingModelOptions options() const {
+    return {
+        .max_batch = batch, .seq_len = seq_len, .recompute_blocks = false, .precision = kipp::train::Precision::Fp32};
+  }
+};
+
+SmallProblem small_problem(bool tied) {
   using namespace kipp::train;
   const kipp::ModelConfig config{.hidden_size = 256,
                                  .num_layers = 2,
@@ -514,8 +529,10 @@ void gate_training_step(bool tied) {
                                  .rope_theta = 10000.0,
                                  .rms_norm_eps = 1e-6,
                                  .tie_embeddings = tied};
-  const ParameterLayout layout(config);
-  std::vector<float> params(layout.total());
+  SmallProblem problem{.layout = ParameterLayout(config), .params = {}, .inputs = {}, .targets = {}};
+  const ParameterLayout& layout = problem.layout;
+  std::vector<float>& params = problem.params;
+  params.resize(layout.total());
   init_parameters(layout, InitOptions{.seed = 7, .std = 0.02, .scaled_residual = false}, params);
   // Norm gains away from 1, so their gradients are not all alike.
   const std::vector<float> jitter = random_values(params.size(), 60, 0.1f);
@@ -523,18 +540,29 @@ void gate_training_step(bool tied) {
     if (t.kind != ParamKind::Norm) continue;
     for (uint64_t i = t.offset; i < t.offset + t.count; ++i) params[i] += jitter[i];
   }
-  const uint32_t batch = 2, seq_len = 128;
   std::mt19937 generator(61);
-  std::vector<int32_t> inputs(batch * seq_len), targets(batch * seq_len);
-  uint64_t counted = 0;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    inputs[i] = int32_t(generator() % config.vocab_size);
-    targets[i] = i % 9 == 4 ? kIgnoreTarget : int32_t(generator() % config.vocab_size);
-    counted += targets[i] != kIgnoreTarget;
+  problem.inputs.resize(SmallProblem::batch * SmallProblem::seq_len);
+  problem.targets.resize(problem.inputs.size());
+  for (size_t i = 0; i < problem.inputs.size(); ++i) {
+    problem.inputs[i] = int32_t(generator() % config.vocab_size);
+    problem.targets[i] = i % 9 == 4 ? kIgnoreTarget : int32_t(generator() % config.vocab_size);
+    problem.counted += problem.targets[i] != kIgnoreTarget;
   }
-  const TokenBatch tokens{.inputs = inputs, .targets = targets, .batch = batch, .seq_len = seq_len, .noise_key = 0};
-  const TrainingModelOptions options{
-      .max_batch = batch, .seq_len = seq_len, .recompute_blocks = false, .precision = Precision::Fp32};
+  return problem;
+}
+
+// One forward and backward of a small model on the GPU (BF16 operands, FP32 sums) against the
+// CPU model in FP32 from the same parameters and batch: the loss, and every parameter tensor's
+// gradient within relative error 1e-2 (|g_gpu - g_cpu| / |g_cpu|) and cosine 0.999; a second
+// GPU pass gives bitwise the same gradients.
+void gate_training_step(bool tied) {
+  using namespace kipp::train;
+  const SmallProblem problem = small_problem(tied);
+  const ParameterLayout& layout = problem.layout;
+  const std::vector<float>& params = problem.params;
+  const TokenBatch tokens = problem.tokens();
+  const TrainingModelOptions options = problem.options();
+  const uint64_t counted = problem.counted;
   const std::string what = std::string("training step (") + (tied ? "tied" : "untied") + " head)";
   auto cpu = TrainingModel::create(layout, options);
   auto gpu_model = kipp::train::cuda::create_cuda_training_model(layout, options);
@@ -576,6 +604,86 @@ void gate_training_step(bool tied) {
   report(same_bits(gpu_grads, again), what + " deterministic", "two GPU passes give bitwise the same gradients");
 }
 
+// The device optimizer (train/device_optimizer.h) from the same state as the host's AdamW, on
+// the gradient one GPU pass gives both: the norm within 1e-12 of gradient_norm's, then a clip by
+// 1/2 and one AdamW update leave parameters and moments bitwise the host's; a pass on the
+// resident updated parameters gives bitwise the loss of a pass from the host's copy.
+void gate_device_optimizer() {
+  using namespace kipp::train;
+  const std::string what = "device optimizer";
+  SmallProblem problem = small_problem(false);
+  const TokenBatch tokens = problem.tokens();
+  auto made = kipp::train::cuda::create_cuda_training_model(problem.layout, problem.options());
+  if (!made) {
+    report(false, what, made.message());
+    return;
+  }
+  TrainingModel& model = **made;
+  DeviceOptimizer* device = model.device_optimizer();
+  if (!device) {
+    report(false, what, "the GPU model has no device optimizer");
+    return;
+  }
+  // A mid-run state: moments away from zero (the second positive) and 4 updates taken.
+  AdamWOptions options;
+  options.weight_decay = 0.1;
+  AdamW host(problem.layout.tensors(), options);
+  const uint64_t total = problem.layout.total();
+  const std::vector<float> m0 = random_values(total, 70, 1e-3f), v0 = random_values(total, 71, 1e-3f);
+  for (uint64_t i = 0; i < total; ++i) {
+    host.first_moment()[i] = m0[i];
+    host.second_moment()[i] = v0[i] * v0[i];
+  }
+  host.set_steps_taken(4);
+  const float grad_scale = 1.0f / float(problem.counted);
+  std::vector<float> grads(total, 0.0f);
+  std::vector<float>& params = problem.params;
+  const Status loaded = device->load(params, host);
+  auto host_pass = model.forward_backward(params, tokens, grad_scale, grads);
+  const Status cleared = device->clear_gradients();
+  auto device_pass = device->accumulate(tokens, grad_scale);
+  auto device_norm = device->gradient_norm();
+  if (!loaded.ok() || !host_pass || !cleared.ok() || !device_pass || !device_norm) {
+    report(false, what,
+           !loaded.ok()    ? loaded.message()
+           : !host_pass    ? host_pass.message()
+           : !cleared.ok() ? cleared.message()
+           : !device_pass  ? device_pass.message()
+                           : device_norm.message());
+    return;
+  }
+  const double host_norm = gradient_norm(grads);
+  report(std::fabs(*device_norm - host_norm) <= 1e-12 * host_norm && device_pass->loss_sum == host_pass->loss_sum,
+         what + " gradient norm",
+         "relative difference " + scientific(std::fabs(*device_norm - host_norm) / host_norm) +
+             " (limit 1e-12), the resident pass's loss bitwise the host pass's");
+
+  const double lr = 1e-3;
+  scale_gradients(grads, 0.5f);
+  host.step(params, grads, lr);
+  std::vector<float> stored(total), stored_m(total), stored_v(total);
+  AdamW from_device(problem.layout.tensors(), options);
+  const Status scaled = device->scale_gradients(0.5f);
+  const Status stepped = scaled.ok() ? device->step(lr, host.steps_taken()) : scaled;
+  const Status stored_ok = stepped.ok() ? device->store(stored, from_device) : stepped;
+  if (!stored_ok.ok()) {
+    report(false, what + " step", stored_ok.message());
+    return;
+  }
+  const auto as_vector = [](std::span<const float> x) { return std::vector<float>(x.begin(), x.end()); };
+  report(same_bits(stored, params) &&
+             same_bits(as_vector(from_device.first_moment()), as_vector(host.first_moment())) &&
+             same_bits(as_vector(from_device.second_moment()), as_vector(host.second_moment())),
+         what + " step vs host AdamW", "clip by 1/2 and update 5: parameters and both moments bitwise the host's");
+
+  // A resident pass reads the updated parameters' BF16 copies, as a pass from the stored ones does.
+  const Status cleared_again = device->clear_gradients();
+  auto after_device = device->accumulate(tokens, grad_scale);
+  auto after_host = model.evaluate(stored, tokens);
+  report(cleared_again.ok() && after_device && after_host && after_host->loss_sum == after_device->loss_sum,
+         what + " after the step", "a resident pass's loss bitwise a pass from the stored parameters");
+}
+
 }  // namespace
 
 // With --probe only the device check runs (exit 0 with a GPU, 77 without), so a test that
@@ -604,6 +712,7 @@ int main(int argc, char** argv) {
   }
   gate_training_step(true);
   gate_training_step(false);
+  gate_device_optimizer();
   std::printf("%d of %d checks passed\n", kipp::gates::checks_run - kipp::gates::checks_failed,
               kipp::gates::checks_run);
   return kipp::gates::checks_failed == 0 ? 0 : 1;

@@ -12,6 +12,8 @@
 #include "kernels/cuda/train_gemm.h"
 #include "kernels/cuda/train_head.h"
 #include "kernels/cuda/train_kernels.h"
+#include "train/cuda/decay_runs.h"
+#include "train/device_optimizer.h"
 
 namespace kipp::train::cuda {
 namespace {
@@ -34,7 +36,10 @@ class DeviceBuffer {
   DeviceBuffer(DeviceBuffer&& other) noexcept : data_(other.data_), count_(other.count_) { other.data_ = nullptr; }
   ~DeviceBuffer() { cudaFree(data_); }
 
+  // A buffer allocated before is freed first.
   Status allocate(size_t count) {
+    cudaFree(data_);
+    data_ = nullptr;
     count_ = count;
     return cuda_ok(cudaMalloc(&data_, std::max<size_t>(1, count) * sizeof(T)), "cudaMalloc");
   }
@@ -52,7 +57,11 @@ struct LayerSaved {
   DeviceBuffer<bf16> attn_normed, attn_out, ffn_normed;  // the products' BF16 inputs
 };
 
-class CudaTrainingModel final : public TrainingModel {
+// Where a pass leaves its parameters' gradient: nowhere (evaluation), added into the host's
+// buffer, or added into the resident device gradient (the device optimizer's step).
+enum class GradientsTo { None, Host, Device };
+
+class CudaTrainingModel final : public TrainingModel, public DeviceOptimizer {
  public:
   CudaTrainingModel(const ParameterLayout& layout, const TrainingModelOptions& options)
       : layout_(layout), config_(layout.config()), options_(options) {}
@@ -65,21 +74,39 @@ class CudaTrainingModel final : public TrainingModel {
 
   Expected<LossSums> forward_backward(std::span<const float> params, const TokenBatch& batch, float grad_scale,
                                       std::span<float> grads) override {
-    return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, grad_scale, grads);
+    return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, grad_scale, GradientsTo::Host, grads);
   }
   void set_gradients_ready(GradientsReady) override {}
   Expected<LossSums> evaluate(std::span<const float> params, const TokenBatch& batch) override {
-    return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, 0.0f, {});
+    return run(params, batch.inputs, batch.targets, batch.batch, batch.seq_len, 0.0f, GradientsTo::None, {});
   }
   Status logits(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch, uint32_t seq_len,
                 std::span<float> out) override;
   uint64_t workspace_bytes() const override { return workspace_bytes_; }
+  DeviceOptimizer* device_optimizer() override { return this; }
+
+  Status load(std::span<const float> params, const AdamW& optimizer) override;
+  Status store(std::span<float> params, AdamW& optimizer) override;
+  Status clear_gradients() override {
+    return cuda_ok(cudaMemsetAsync(grads_.get(), 0, layout_.total() * sizeof(float), stream_), "clear gradients");
+  }
+  Expected<LossSums> accumulate(const TokenBatch& batch, float grad_scale) override {
+    if (!resident_) return make_error("GPU training: no parameters were loaded for the device optimizer");
+    return run({}, batch.inputs, batch.targets, batch.batch, batch.seq_len, grad_scale, GradientsTo::Device, {});
+  }
+  Expected<double> gradient_norm() override;
+  Status scale_gradients(float factor) override {
+    return cuda_ok(gpu::scale(grads_.get(), layout_.total(), factor, stream_), "gradient scaling");
+  }
+  Status step(double lr, uint64_t step_number) override;
 
  private:
+  // `params` empty: the resident parameters (load()), already rounded to BF16.
   Expected<LossSums> run(std::span<const float> params, std::span<const int32_t> inputs,
                          std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len, float grad_scale,
-                         std::span<float> grads);
-  // Checks the batch, uploads the parameters and ids and runs the layers and the final norm.
+                         GradientsTo to, std::span<float> grads);
+  // Checks the batch, uploads the parameters (unless resident) and ids and runs the layers and
+  // the final norm.
   Expected<gpu::QkvShape> forward_pass(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
                                        uint32_t seq_len);
   Status forward(uint32_t rows, const gpu::QkvShape& shape);
@@ -117,7 +144,82 @@ class CudaTrainingModel final : public TrainingModel {
   DeviceBuffer<int32_t> ids_, counted_targets_, plan_ids_;
   DeviceBuffer<uint32_t> counted_rows_, plan_starts_, plan_rows_;
   std::vector<float> host_grads_, host_loss_;
+  // The device optimizer's state, allocated by the first load().
+  bool resident_ = false;
+  AdamWOptions adamw_;
+  DeviceBuffer<float> first_moment_, second_moment_;
+  DeviceBuffer<gpu::DecayRun> decay_runs_;
+  uint32_t run_count_ = 0;
+  uint64_t longest_run_ = 0;
+  DeviceBuffer<double> norm_partials_, norm_total_;
 };
+
+Status CudaTrainingModel::load(std::span<const float> params, const AdamW& optimizer) {
+  const uint64_t total = layout_.total();
+  if (params.size() != total || optimizer.first_moment().size() != total || optimizer.second_moment().size() != total)
+    return make_error("GPU training: the parameters and moments to load are not " + std::to_string(total) +
+                      " floats each");
+  const std::vector<gpu::DecayRun> runs = decay_runs(optimizer.decay_ranges());
+  if (runs.size() > 65535) return make_error("GPU training: too many weight-decay runs for one AdamW launch");
+  if (!resident_) {
+    KIPP_RETURN_IF_ERROR(first_moment_.allocate(total));
+    KIPP_RETURN_IF_ERROR(second_moment_.allocate(total));
+    KIPP_RETURN_IF_ERROR(norm_partials_.allocate(gpu::kNormBlocks));
+    KIPP_RETURN_IF_ERROR(norm_total_.allocate(1));
+  }
+  KIPP_RETURN_IF_ERROR(decay_runs_.allocate(runs.size()));
+  run_count_ = uint32_t(runs.size());
+  longest_run_ = 0;
+  for (const gpu::DecayRun& run : runs) longest_run_ = std::max(longest_run_, run.count);
+  adamw_ = optimizer.options();
+  const size_t bytes = total * sizeof(float);
+  KIPP_RETURN_IF_ERROR(upload(decay_runs_.get(), runs.data(), runs.size() * sizeof(gpu::DecayRun)));
+  KIPP_RETURN_IF_ERROR(upload(params_.get(), params.data(), bytes));
+  KIPP_RETURN_IF_ERROR(upload(first_moment_.get(), optimizer.first_moment().data(), bytes));
+  KIPP_RETURN_IF_ERROR(upload(second_moment_.get(), optimizer.second_moment().data(), bytes));
+  KIPP_RETURN_IF_ERROR(to_bf16(params_.get(), total, weights_.get()));
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaStreamSynchronize(stream_), "optimizer state upload"));
+  resident_ = true;
+  return ok_status();
+}
+
+Status CudaTrainingModel::store(std::span<float> params, AdamW& optimizer) {
+  const uint64_t total = layout_.total();
+  if (!resident_) return make_error("GPU training: no parameters were loaded for the device optimizer");
+  if (params.size() != total || optimizer.first_moment().size() != total || optimizer.second_moment().size() != total)
+    return make_error("GPU training: the buffers to store into are not " + std::to_string(total) + " floats each");
+  const size_t bytes = total * sizeof(float);
+  const auto download = [&](void* dst, const void* src) {
+    return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "optimizer state download");
+  };
+  KIPP_RETURN_IF_ERROR(download(params.data(), params_.get()));
+  KIPP_RETURN_IF_ERROR(download(optimizer.first_moment().data(), first_moment_.get()));
+  KIPP_RETURN_IF_ERROR(download(optimizer.second_moment().data(), second_moment_.get()));
+  return cuda_ok(cudaStreamSynchronize(stream_), "optimizer state download");
+}
+
+Expected<double> CudaTrainingModel::gradient_norm() {
+  if (!resident_) return make_error("GPU training: no parameters were loaded for the device optimizer");
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::sum_of_squares(grads_.get(), layout_.total(), norm_partials_.get(), norm_total_.get(), stream_),
+              "gradient norm"));
+  double sum = 0;
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemcpyAsync(&sum, norm_total_.get(), sizeof sum, cudaMemcpyDeviceToHost, stream_),
+                               "gradient norm download"));
+  KIPP_RETURN_IF_ERROR(cuda_ok(cudaStreamSynchronize(stream_), "gradient norm"));
+  return std::sqrt(sum);
+}
+
+Status CudaTrainingModel::step(double lr, uint64_t step_number) {
+  if (!resident_) return make_error("GPU training: no parameters were loaded for the device optimizer");
+  const gpu::AdamWScalars scalars =
+      gpu::adamw_scalars(adamw_.beta1, adamw_.beta2, adamw_.eps, adamw_.weight_decay, lr, step_number);
+  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::adamw_step(params_.get(), grads_.get(), first_moment_.get(), second_moment_.get(),
+                                               decay_runs_.get(), run_count_, longest_run_, scalars, stream_),
+                               "AdamW step"));
+  // The next pass's products read the updated parameters' BF16 copies.
+  return to_bf16(params_.get(), layout_.total(), weights_.get());
+}
 
 Status CudaTrainingModel::allocate() {
   hidden_ = config_.hidden_size;
@@ -202,7 +304,6 @@ Status CudaTrainingModel::allocate() {
       cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
   KIPP_RETURN_IF_ERROR(cuda_ok(
       cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
-  host_grads_.resize(total);
   host_loss_.resize(rows);
   size_t free_bytes = 0, total_bytes = 0;
   KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
@@ -293,7 +394,7 @@ Status CudaTrainingModel::layer_backward(size_t l, uint32_t rows, const gpu::Qkv
 Expected<gpu::QkvShape> CudaTrainingModel::forward_pass(std::span<const float> params, std::span<const int32_t> inputs,
                                                         uint32_t batch, uint32_t seq_len) {
   const uint64_t total = layout_.total();
-  if (params.size() != total)
+  if (!params.empty() && params.size() != total)
     return make_error("GPU training: the parameter buffer is not " + std::to_string(total) + " floats");
   if (batch == 0 || batch > options_.max_batch || seq_len == 0 || seq_len > options_.seq_len)
     return make_error("GPU training: batch " + std::to_string(batch) + " x " + std::to_string(seq_len) +
@@ -312,8 +413,10 @@ Expected<gpu::QkvShape> CudaTrainingModel::forward_pass(std::span<const float> p
                             .q_heads = config_.num_heads,
                             .kv_heads = config_.num_kv_heads,
                             .head_dim = config_.head_dim};
-  KIPP_RETURN_IF_ERROR(upload(params_.get(), params.data(), total * sizeof(float)));
-  KIPP_RETURN_IF_ERROR(to_bf16(params_.get(), total, weights_.get()));
+  if (!params.empty()) {
+    KIPP_RETURN_IF_ERROR(upload(params_.get(), params.data(), total * sizeof(float)));
+    KIPP_RETURN_IF_ERROR(to_bf16(params_.get(), total, weights_.get()));
+  }
   KIPP_RETURN_IF_ERROR(upload(ids_.get(), inputs.data(), rows * sizeof(int32_t)));
   KIPP_RETURN_IF_ERROR(cuda_ok(gpu::embedding_forward(param(layout_.embedding()), ids_.get(), rows, uint32_t(hidden_),
                                                       saved_[0].input.get(), stream_),
@@ -337,10 +440,10 @@ Status CudaTrainingModel::logits(std::span<const float> params, std::span<const 
 
 Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::span<const int32_t> inputs,
                                           std::span<const int32_t> targets, uint32_t batch, uint32_t seq_len,
-                                          float grad_scale, std::span<float> grads) {
-  const bool backward = !grads.empty();
+                                          float grad_scale, GradientsTo to, std::span<float> grads) {
+  const bool backward = to != GradientsTo::None;
   const uint64_t total = layout_.total();
-  if (backward && grads.size() != total)
+  if (to == GradientsTo::Host && grads.size() != total)
     return make_error("GPU training: the gradient buffer is not " + std::to_string(total) + " floats");
   if (targets.size() != inputs.size()) return make_error("GPU training: targets and inputs differ in length");
   std::vector<uint32_t> counted;
@@ -370,8 +473,8 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
   head.vocab = uint32_t(vocab_);
   head.weight = weight(layout_.head());
   head.row_loss = row_loss_.get();
+  if (to == GradientsTo::Host) KIPP_RETURN_IF_ERROR(clear_gradients());
   if (backward) {
-    KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemsetAsync(grads_.get(), 0, total * sizeof(float), stream_), "clear gradients"));
     KIPP_RETURN_IF_ERROR(
         cuda_ok(cudaMemsetAsync(d_normed_.get(), 0, size_t{rows} * hidden_ * sizeof(float), stream_), "clear"));
     head.grad_scale = grad_scale;
@@ -396,6 +499,9 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
         gpu::embedding_backward(d_stream_.get(), plan_ids_.get(), plan_starts_.get(), plan_rows_.get(),
                                 uint32_t(plan.ids.size()), uint32_t(hidden_), grad(layout_.embedding()), stream_),
         "embedding backward"));
+  }
+  if (to == GradientsTo::Host) {
+    host_grads_.resize(total);  // only a pass into the host's gradient needs the staging copy
     KIPP_RETURN_IF_ERROR(cuda_ok(
         cudaMemcpyAsync(host_grads_.data(), grads_.get(), total * sizeof(float), cudaMemcpyDeviceToHost, stream_),
         "gradient download"));
@@ -404,7 +510,7 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
                                                cudaMemcpyDeviceToHost, stream_),
                                "loss download"));
   KIPP_RETURN_IF_ERROR(cuda_ok(cudaStreamSynchronize(stream_), "step"));
-  if (backward) {
+  if (to == GradientsTo::Host) {
     for (uint64_t i = 0; i < total; ++i) grads[i] += host_grads_[i];
   }
   LossSums sums;

@@ -2,8 +2,9 @@
 // TrainingModel interface: the forward and backward of training_model.cpp, pass for pass, over
 // device buffers, with the products on the tensor cores (BF16 operands rounded from the FP32
 // parameters and activations, FP32 sums) and the other passes as kernels/cuda/train_kernels.h.
-// Each call takes the host's FP32 parameters and adds the gradients into the host's buffer, so
-// results compare tensor by tensor with the CPU model's. Names no CUDA type.
+// Its TrainingModel calls take the host's FP32 parameters and add the gradients into the host's
+// buffer, so results compare tensor by tensor with the CPU model's; its device_optimizer() keeps
+// parameters, gradient and AdamW moments resident for the trainer. Names no CUDA type.
 #pragma once
 
 #include <memory>
