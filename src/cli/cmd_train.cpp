@@ -186,7 +186,12 @@ int train_as_rank(const TrainArgs& args, train::Collective& processes) {
   options.interactive = terminal.interactive;
   options.color = terminal.color;
   options.terminal_fd = terminal.fd;
-  if (run.config.train.device == train::TrainDevice::Cuda) options.sample_gpu = gpu_sampler();
+  if (run.config.train.device == train::TrainDevice::Cuda) {
+    // One reader for the dashboard and the run log, so both see one peak.
+    auto gpu = gpu_sampler();
+    options.sample_gpu = gpu;
+    run.sample_gpu = gpu;
+  }
   TrainDashboard dashboard(std::cerr, std::move(options));
 
   train::TrainEvents events;

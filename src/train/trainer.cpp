@@ -781,6 +781,7 @@ Expected<TrainSummary> run_training(const TrainRun& run, const TrainEvents& even
     }
     RunLogOptions log_options;
     log_options.resume_step = resume_step;
+    log_options.sample_gpu = run.sample_gpu;
     KIPP_ASSIGN_OR_RETURN(log, RunLog::open(config.run_dir, log_options));
     // The line the validation loss must get below, beside it in TensorBoard and the plot's data.
     if (!run.resume && std::isfinite(baseline)) {

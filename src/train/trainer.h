@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "core/gpu_stats.h"
 #include "core/status.h"
 #include "data/token_cache.h"
 #include "train/train_config.h"
@@ -38,6 +39,8 @@ struct TrainRun {
   // a run is refused.
   std::function<Expected<std::unique_ptr<TrainingModel>>(const ParameterLayout&, const TrainingModelOptions&)>
       device_model;
+  // A GPU run's device figures for metrics.jsonl (RunLogOptions::sample_gpu); empty: none.
+  std::function<Expected<GpuSample>()> sample_gpu;
 };
 
 struct StepReport {
