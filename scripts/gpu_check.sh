@@ -68,7 +68,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ -n "$out" ]] || die "usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS] [--only REGEX]"
-[[ -f "$repo/.gpu/bundle.tar.xz" ]] || die "no bundle: run scripts/gpu_bundle.sh first (and carry .gpu)"
+[[ -f "$repo/.gpu/bundle.tar.xz" ]] || die "no bundle: run scripts/gpu_bundle.sh first (and copy .gpu/ along with the checkout)"
 mkdir -p "$out" || die "cannot create $out"
 out="$(cd "$out" && pwd)"
 # The whole output also goes to OUT_DIR/gpu_check.log; a pipeline (not a process substitution)
