@@ -11,56 +11,16 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define KIPP_MATMUL_FN __host__ __device__ __forceinline__
-#else
-#define KIPP_MATMUL_FN inline
-#endif
+#include "kernels/cuda/rounded_math.h"
 
 namespace kipp::cuda::math {
 
 inline constexpr int kBlock = 32;  // values per Q8 input block and per Q8_0 / affine4 weight block
 
-KIPP_MATMUL_FN float mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-KIPP_MATMUL_FN float add(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-KIPP_MATMUL_FN float bits_to_float(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-#endif
-}
-
-KIPP_MATMUL_FN uint32_t float_to_bits(float value) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(value);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-#endif
-}
-
-KIPP_MATMUL_FN float bf16_to_float(uint16_t bits) { return bits_to_float(static_cast<uint32_t>(bits) << 16); }
+KIPP_CUDA_HD float bf16_to_float(uint16_t bits) { return bits_to_float(static_cast<uint32_t>(bits) << 16); }
 
 // Round to nearest even; NaN stays a quiet NaN with its sign and top payload bits (core/half.h).
-KIPP_MATMUL_FN uint16_t float_to_bf16(float value) {
+KIPP_CUDA_HD uint16_t float_to_bf16(float value) {
   const uint32_t bits = float_to_bits(value);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
   const uint32_t rounding = 0x7fffu + ((bits >> 16) & 1u);
@@ -68,7 +28,7 @@ KIPP_MATMUL_FN uint16_t float_to_bf16(float value) {
 }
 
 // FP16 to FP32 by bits, as core/half.cpp decodes it (subnormals exactly, NaN made quiet).
-KIPP_MATMUL_FN float f16_to_float(uint16_t bits) {
+KIPP_CUDA_HD float f16_to_float(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
   const uint32_t exponent = (bits >> 10) & 0x1fu;
   const uint32_t mantissa = bits & 0x3ffu;
@@ -80,11 +40,11 @@ KIPP_MATMUL_FN float f16_to_float(uint16_t bits) {
 
 // The block maximum |x| is reduced with fmax, which skips NaN: any order gives the reference's
 // value as long as it starts from 0 (a block of NaN only has largest 0).
-KIPP_MATMUL_FN float max_magnitude(float largest, float value) { return fmaxf(largest, fabsf(value)); }
+KIPP_CUDA_HD float max_magnitude(float largest, float value) { return fmaxf(largest, fabsf(value)); }
 
 // 127 / largest, or 0 when the block is all zeros or so small that the quotient overflows
 // (kernels/ref/q8_rows.h).
-KIPP_MATMUL_FN float q8_inverse(float largest) {
+KIPP_CUDA_HD float q8_inverse(float largest) {
   const float quotient = largest > 0 ? 127.0f / largest : 0.0f;
 #ifdef __CUDA_ARCH__
   return isfinite(quotient) ? quotient : 0.0f;
@@ -95,7 +55,7 @@ KIPP_MATMUL_FN float q8_inverse(float largest) {
 
 // One code: x * inverse rounded half to even, clamped to [-127, 127] with fmin/fmax, so an inf
 // or NaN product (an inf or NaN input) clamps as the reference clamps it.
-KIPP_MATMUL_FN int8_t q8_code(float value, float inverse) {
+KIPP_CUDA_HD int8_t q8_code(float value, float inverse) {
 #ifdef __CUDA_ARCH__
   const float rounded = rintf(mul(value, inverse));
 #else
@@ -104,8 +64,8 @@ KIPP_MATMUL_FN int8_t q8_code(float value, float inverse) {
   return static_cast<int8_t>(fminf(127.0f, fmaxf(-127.0f, rounded)));
 }
 
-KIPP_MATMUL_FN float q8_scale(float largest) { return largest / 127.0f; }
-KIPP_MATMUL_FN float q8_scaled_sum(float scale, int32_t code_sum) { return mul(scale, static_cast<float>(code_sum)); }
+KIPP_CUDA_HD float q8_scale(float largest) { return largest / 127.0f; }
+KIPP_CUDA_HD float q8_scaled_sum(float scale, int32_t code_sum) { return mul(scale, static_cast<float>(code_sum)); }
 
 // A weight block ready for the integer dot: eight 32-bit words of four codes each, word k
 // against input codes 4k..4k+3 (affine4's nibbles unpacked: low nibbles are codes 0..15, high
@@ -118,7 +78,7 @@ struct WeightBlock {
 
 // A Q8_0 block (2-byte scale, 32 int8 codes: 34 bytes, so only 2-byte aligned in a row) read as
 // 2-byte halves.
-KIPP_MATMUL_FN WeightBlock load_q8_0(const uint8_t* block) {
+KIPP_CUDA_HD WeightBlock load_q8_0(const uint8_t* block) {
   const auto* halves = reinterpret_cast<const uint16_t*>(block);
   WeightBlock w;
   for (int k = 0; k < 8; ++k)
@@ -131,7 +91,7 @@ KIPP_MATMUL_FN WeightBlock load_q8_0(const uint8_t* block) {
 // An affine4 block (2-byte scale, 2-byte min, 16 bytes of nibbles: 20 bytes, 4-byte aligned in
 // a 4-byte aligned row) read as 32-bit words. Nibble codes are 0..15, so as signed bytes they
 // are the same numbers and the signed dot serves both formats.
-KIPP_MATMUL_FN WeightBlock load_affine4(const uint8_t* block) {
+KIPP_CUDA_HD WeightBlock load_affine4(const uint8_t* block) {
   const auto* words = reinterpret_cast<const uint32_t*>(block);
   WeightBlock w;
   for (int k = 0; k < 4; ++k) {
@@ -144,7 +104,7 @@ KIPP_MATMUL_FN WeightBlock load_affine4(const uint8_t* block) {
 }
 
 // c + the dot of the four signed bytes of a and of b (the DP4A instruction on the device).
-KIPP_MATMUL_FN int32_t dp4a(int32_t a, int32_t b, int32_t c) {
+KIPP_CUDA_HD int32_t dp4a(int32_t a, int32_t b, int32_t c) {
 #ifdef __CUDA_ARCH__
   return __dp4a(a, b, c);
 #else
@@ -156,25 +116,25 @@ KIPP_MATMUL_FN int32_t dp4a(int32_t a, int32_t b, int32_t c) {
 }
 
 // The exact integer dot of a weight block with 32 input codes (as eight words, little-endian).
-KIPP_MATMUL_FN int32_t block_dot(const WeightBlock& w, const int32_t* input_words) {
+KIPP_CUDA_HD int32_t block_dot(const WeightBlock& w, const int32_t* input_words) {
   int32_t sum = 0;
   for (int k = 0; k < 8; ++k) sum = dp4a(w.words[k], input_words[k], sum);
   return sum;
 }
 
 // A block's term of a Q8_0 product: weight scale x input scale x exact code dot, in that order.
-KIPP_MATMUL_FN float q8_0_term(float weight_scale, float input_scale, int32_t code_dot) {
+KIPP_CUDA_HD float q8_0_term(float weight_scale, float input_scale, int32_t code_dot) {
   return mul(mul(weight_scale, input_scale), static_cast<float>(code_dot));
 }
 
 // A block's term of an affine4 product: the scaled dot plus weight min x input scaled code sum.
-KIPP_MATMUL_FN float affine4_term(float weight_scale, float weight_min, float input_scale, int32_t code_dot,
-                                  float input_scaled_sum) {
+KIPP_CUDA_HD float affine4_term(float weight_scale, float weight_min, float input_scale, int32_t code_dot,
+                                float input_scaled_sum) {
   return add(q8_0_term(weight_scale, input_scale, code_dot), mul(weight_min, input_scaled_sum));
 }
 
 // silu(gate) * up as kernels::ref::swiglu writes it (expf may differ from the host's by an ulp).
-KIPP_MATMUL_FN float swiglu(float gate, float up) {
+KIPP_CUDA_HD float swiglu(float gate, float up) {
 #ifdef __CUDA_ARCH__
   return __fmul_rn(__fdiv_rn(gate, __fadd_rn(1.0f, expf(-gate))), up);
 #else

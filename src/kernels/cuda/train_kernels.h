@@ -62,8 +62,8 @@ struct QkvShape {
   uint32_t q_heads = 0;
   uint32_t kv_heads = 0;
   uint32_t head_dim = 0;  // even, at most kMaxHeadDim
-  KIPP_HD uint32_t qk_width() const { return (q_heads + kv_heads) * head_dim; }
-  KIPP_HD uint32_t qkv_width() const { return (q_heads + 2 * kv_heads) * head_dim; }
+  KIPP_CUDA_HD uint32_t qk_width() const { return (q_heads + kv_heads) * head_dim; }
+  KIPP_CUDA_HD uint32_t qkv_width() const { return (q_heads + 2 * kv_heads) * head_dim; }
 };
 inline constexpr uint32_t kMaxHeadDim = 256;
 

@@ -9,67 +9,15 @@
 #include <cstdint>
 #include <cstring>
 
-#ifdef __CUDACC__
-#define KIPP_HD __host__ __device__ __forceinline__
-#else
-#define KIPP_HD inline
-#endif
+#include "kernels/cuda/rounded_math.h"
 
 namespace kipp::cuda::train {
 
-KIPP_HD float mul(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KIPP_HD float add(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-KIPP_HD float sub(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-KIPP_HD float div(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-KIPP_HD float sqrt_rn(float a) {
-#ifdef __CUDA_ARCH__
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-KIPP_HD uint32_t float_bits(float a) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(a);
-#else
-  uint32_t bits;
-  std::memcpy(&bits, &a, sizeof bits);
-  return bits;
-#endif
-}
-KIPP_HD float bits_float(uint32_t bits) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(bits);
-#else
-  float a;
-  std::memcpy(&a, &bits, sizeof a);
-  return a;
-#endif
-}
+using math::add;
+using math::div;
+using math::mul;
+using math::sqrt_rn;
+using math::sub;
 
 // ---- AdamW ----------------------------------------------------------------------------------
 
@@ -96,7 +44,7 @@ inline AdamWScalars adamw_scalars(double beta1, double beta2, double eps, double
 }
 
 // PyTorch's order: decay first, then the Adam update with denominator sqrt(v) / sqrt(1 - beta2^t) + eps.
-KIPP_HD void adamw_element(float& p, float& m, float& v, float g, float keep, const AdamWScalars& s) {
+KIPP_CUDA_HD void adamw_element(float& p, float& m, float& v, float g, float keep, const AdamWScalars& s) {
   p = mul(p, keep);
   m = add(mul(s.beta1, m), mul(sub(1.0f, s.beta1), g));
   v = add(mul(s.beta2, v), mul(mul(sub(1.0f, s.beta2), g), g));
@@ -107,7 +55,7 @@ KIPP_HD void adamw_element(float& p, float& m, float& v, float g, float keep, co
 
 // e^x to about 1 ulp (Cephes' expf polynomial), the one the CPU trainer's passes use; below
 // -87.3 it returns 0, NaN stays NaN.
-KIPP_HD float fast_exp(float x) {
+KIPP_CUDA_HD float fast_exp(float x) {
   const float clamped = x > 88.3f ? 88.3f : (x < -87.3f ? -87.3f : x);
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float shifted = add(mul(clamped, 1.44269504f), kRound);
@@ -120,15 +68,15 @@ KIPP_HD float fast_exp(float x) {
   p = add(mul(p, r), 1.6666665459e-1f);
   p = add(mul(p, r), 5.0000001201e-1f);
   p = add(add(mul(mul(p, r), r), r), 1.0f);
-  const float scale = bits_float((float_bits(shifted) - 0x4B400000u + 127u) << 23);
+  const float scale = math::bits_to_float((math::float_to_bits(shifted) - 0x4B400000u + 127u) << 23);
   return x < -87.3f ? 0.0f : mul(p, scale);
 }
 
 // act = silu(gate) * up.
-KIPP_HD float swiglu_element(float gate, float up) { return mul(div(gate, add(1.0f, fast_exp(-gate))), up); }
+KIPP_CUDA_HD float swiglu_element(float gate, float up) { return mul(div(gate, add(1.0f, fast_exp(-gate))), up); }
 
 // From d(act): d(gate) and d(up), and act recomputed (the down projection's weight gradient input).
-KIPP_HD void swiglu_backward_element(float gate, float up, float dact, float& dgate, float& dup, float& act) {
+KIPP_CUDA_HD void swiglu_backward_element(float gate, float up, float dact, float& dgate, float& dup, float& act) {
   const float denominator = add(1.0f, fast_exp(-gate));
   const float sigmoid = div(1.0f, denominator);
   dgate = mul(mul(mul(dact, up), sigmoid), add(1.0f, mul(gate, sub(1.0f, sigmoid))));
@@ -139,13 +87,13 @@ KIPP_HD void swiglu_backward_element(float gate, float up, float dact, float& dg
 // ---- RMSNorm --------------------------------------------------------------------------------
 
 // 1 / sqrt(mean(x^2) + eps) from the row's sum of squares.
-KIPP_HD float inverse_rms(float sum_of_squares, uint32_t width, float eps) {
+KIPP_CUDA_HD float inverse_rms(float sum_of_squares, uint32_t width, float eps) {
   return div(1.0f, sqrt_rn(add(div(sum_of_squares, float(width)), eps)));
 }
 
 // One element of the backward: with n = x * rstd and mean = sum(dy * gain * n) / width,
 // dx = rstd * (dy * gain - n * mean).
-KIPP_HD float rmsnorm_dx(float dy, float x, float gain, float rstd, float mean) {
+KIPP_CUDA_HD float rmsnorm_dx(float dy, float x, float gain, float rstd, float mean) {
   return mul(rstd, sub(mul(dy, gain), mul(mul(x, rstd), mean)));
 }
 
