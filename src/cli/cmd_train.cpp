@@ -57,9 +57,9 @@ Under `mpirun -np N` (a build with MPI) the run is data-parallel: each rank read
 every step's windows, gradients are summed across ranks, rank 0 alone writes and shows progress
 (docs/SCALING.md).
 
---device cuda (train.device: cuda) runs the forward and backward passes on an NVIDIA GPU (BF16
-products, FP32 sums; AdamW stays on the host); checkpoints are the CPU run's, so a run may move
-between devices on --resume. Not yet with LoRA, mpirun or train.recompute_blocks (docs/TRAINING.md).
+--device cuda (train.device: cuda) trains on an NVIDIA GPU (BF16 products, FP32 sums; parameters,
+gradients and AdamW moments stay on the GPU); checkpoints are the CPU run's, so a run may move
+between devices on --resume. Not yet with LoRA or mpirun (docs/TRAINING.md).
 
 Examples:
   kipp train --config configs/tiny.yaml --set tokenizer=tokenizer.json --set data.train=[corpus.txt]

@@ -26,7 +26,6 @@ Status check_train_device(const TrainConfig& config, int processes, const GpuPro
   std::vector<std::string> missing;
   if (config.train.lora.enabled()) missing.push_back("train.lora (LoRA and QLoRA adapters)");
   if (processes > 1) missing.push_back("data-parallel ranks under mpirun");
-  if (config.train.recompute_blocks) missing.push_back("train.recompute_blocks");
   if (!missing.empty()) {
     std::string list;
     for (const std::string& item : missing) list += (list.empty() ? "" : ", ") + item;

@@ -2,8 +2,11 @@
 // passes (train/adamw.cpp, train/fused_ops.cpp) on random data: AdamW and the device optimizer's
 // step bit for bit, the embedding passes bit for bit (the same adds in the same order), the
 // global norm and the element-wise passes within a few float roundings (the GPU sums rows in
-// another order), every pass run twice to show it is deterministic. Without a usable GPU it
-// prints SKIPPED and the reason, and exits 77.
+// another order), every pass run twice to show it is deterministic; then the GPU model's whole
+// training step against the CPU model, with recompute_blocks (bitwise the step without), and,
+// given the PyTorch reference, against PyTorch autograd:
+//   cuda_train_gates [PYTHON TRAIN_REFERENCE_PY SCRATCH_DIR]      (tools/train_reference.py)
+// Without a usable GPU it prints SKIPPED and the reason, and exits 77.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -30,10 +33,12 @@
 #include "train/fused_ops.h"
 #include "train/parameters.h"
 #include "train/training_model.h"
+#include "train_reference_run.h"
 
 namespace {
 
 using kipp::Status;
+using kipp::gates::ReferenceTools;
 using kipp::gates::report;
 using kipp::gates::scientific;
 namespace ops = kipp::train::ops;
@@ -510,9 +515,11 @@ struct SmallProblem {
   kipp::train::TokenBatch tokens() const {
     return {.inputs = inputs, .targets = targets, .batch = batch, .seq_len = seq_len, .noise_key = 0};
   }
-  kipp::train::TrainingModelOptions options() const {
-    return {
-        .max_batch = batch, .seq_len = seq_len, .recompute_blocks = false, .precision = kipp::train::Precision::Fp32};
+  kipp::train::TrainingModelOptions options(bool recompute = false) const {
+    return {.max_batch = batch,
+            .seq_len = seq_len,
+            .recompute_blocks = recompute,
+            .precision = kipp::train::Precision::Fp32};
   }
 };
 
@@ -551,6 +558,41 @@ SmallProblem small_problem(bool tied) {
   return problem;
 }
 
+// How far a gradient is from an expected one, tensor by tensor: the worst relative error
+// (|g - e| / |e| in the L2 norm) and the worst cosine.
+struct GradientAgreement {
+  double worst_error = 0, worst_cosine = 1;
+  std::string error_name = "(none)", cosine_name = "(none)";
+};
+
+GradientAgreement gradient_agreement(const kipp::train::ParameterLayout& layout, const std::vector<float>& actual,
+                                     const std::vector<float>& expected) {
+  GradientAgreement agreement;
+  for (const kipp::train::ParamTensor& t : layout.tensors()) {
+    double diff = 0, norm = 0, dot = 0, actual_norm = 0;
+    for (uint64_t i = t.offset; i < t.offset + t.count; ++i) {
+      const double a = actual[i], e = expected[i];
+      diff += (a - e) * (a - e);
+      norm += e * e;
+      actual_norm += a * a;
+      dot += a * e;
+    }
+    const double error = std::sqrt(diff / std::max(norm, 1e-300));
+    const double cosine = dot / std::max(std::sqrt(norm * actual_norm), 1e-300);
+    // Written so that a NaN counts as the worst.
+    if (!(error <= agreement.worst_error)) agreement.worst_error = error, agreement.error_name = t.name;
+    if (!(cosine >= agreement.worst_cosine)) agreement.worst_cosine = cosine, agreement.cosine_name = t.name;
+  }
+  return agreement;
+}
+
+// The bounds BF16 operands allow: relative error 1e-2 and cosine 0.999 for every tensor.
+void report_gradients(const std::string& what, const GradientAgreement& a) {
+  report(a.worst_error <= 1e-2 && a.worst_cosine >= 0.999, what,
+         "worst relative error " + scientific(a.worst_error) + " (" + a.error_name + "), worst cosine " +
+             std::to_string(a.worst_cosine) + " (" + a.cosine_name + "); limits 1e-2 and 0.999");
+}
+
 // One forward and backward of a small model on the GPU (BF16 operands, FP32 sums) against the
 // CPU model in FP32 from the same parameters and batch: the loss, and every parameter tensor's
 // gradient within relative error 1e-2 (|g_gpu - g_cpu| / |g_cpu|) and cosine 0.999; a second
@@ -582,26 +624,91 @@ void gate_training_step(bool tied) {
   const double loss_error = std::fabs(gpu_loss->loss_sum - cpu_loss->loss_sum) / std::fabs(cpu_loss->loss_sum);
   report(loss_error <= 1e-3 && gpu_loss->counted == cpu_loss->counted, what + " loss vs CPU",
          "relative difference " + scientific(loss_error) + " (limit 1e-3)");
-  double worst_error = 0, worst_cosine = 1;
-  std::string worst_error_name, worst_cosine_name;
-  for (const ParamTensor& t : layout.tensors()) {
-    double diff = 0, norm = 0, dot = 0, gpu_norm = 0;
-    for (uint64_t i = t.offset; i < t.offset + t.count; ++i) {
-      const double a = gpu_grads[i], b = cpu_grads[i];
-      diff += (a - b) * (a - b);
-      norm += b * b;
-      gpu_norm += a * a;
-      dot += a * b;
-    }
-    const double error = std::sqrt(diff / std::max(norm, 1e-300));
-    const double cosine = dot / std::max(std::sqrt(norm * gpu_norm), 1e-300);
-    if (error > worst_error) worst_error = error, worst_error_name = t.name;
-    if (cosine < worst_cosine) worst_cosine = cosine, worst_cosine_name = t.name;
-  }
-  report(worst_error <= 1e-2 && worst_cosine >= 0.999, what + " gradients vs CPU FP32, every tensor",
-         "worst relative error " + scientific(worst_error) + " (" + worst_error_name + "), worst cosine " +
-             std::to_string(worst_cosine) + " (" + worst_cosine_name + "); limits 1e-2 and 0.999");
+  report_gradients(what + " gradients vs CPU FP32, every tensor", gradient_agreement(layout, gpu_grads, cpu_grads));
   report(same_bits(gpu_grads, again), what + " deterministic", "two GPU passes give bitwise the same gradients");
+}
+
+// recompute_blocks rebuilds each layer's activations before its backward pass with the same
+// kernels: the loss and every gradient bitwise those of the pass that kept them, in less memory.
+void gate_recompute() {
+  using namespace kipp::train;
+  const std::string what = "recompute_blocks";
+  const SmallProblem problem = small_problem(false);
+  auto kept = kipp::train::cuda::create_cuda_training_model(problem.layout, problem.options(false));
+  auto recomputed = kipp::train::cuda::create_cuda_training_model(problem.layout, problem.options(true));
+  if (!kept || !recomputed) {
+    report(false, what, !kept ? kept.message() : recomputed.message());
+    return;
+  }
+  const float grad_scale = 1.0f / float(problem.counted);
+  std::vector<float> kept_grads(problem.params.size(), 0.0f), recomputed_grads(problem.params.size(), 0.0f);
+  auto kept_loss = (*kept)->forward_backward(problem.params, problem.tokens(), grad_scale, kept_grads);
+  auto recomputed_loss =
+      (*recomputed)->forward_backward(problem.params, problem.tokens(), grad_scale, recomputed_grads);
+  if (!kept_loss || !recomputed_loss) {
+    report(false, what, !kept_loss ? kept_loss.message() : recomputed_loss.message());
+    return;
+  }
+  report(kept_loss->loss_sum == recomputed_loss->loss_sum && same_bits(kept_grads, recomputed_grads), what + " bitwise",
+         "the loss and every gradient equal to the pass that keeps every layer's activations");
+  const uint64_t kept_bytes = (*kept)->workspace_bytes(), recomputed_bytes = (*recomputed)->workspace_bytes();
+  report(recomputed_bytes < kept_bytes, what + " workspace",
+         std::to_string(recomputed_bytes) + " bytes against " + std::to_string(kept_bytes) + " keeping every layer's");
+}
+
+// The GPU model's loss and gradients of one micro-batch against PyTorch autograd in FP32
+// (tools/train_reference.py grad: the summed loss's gradient, so the GPU pass is unscaled), within
+// the bounds of the CPU comparison.
+void gate_torch_gradients(const ReferenceTools& tools, bool tied) {
+  using namespace kipp::train;
+  const std::string what = std::string("training step (") + (tied ? "tied" : "untied") + " head) vs PyTorch";
+  const SmallProblem problem = small_problem(tied);
+  const ParameterLayout& layout = problem.layout;
+  const std::filesystem::path dir = tools.scratch / (tied ? "torch-tied" : "torch-untied");
+  const std::string batch_path = (dir / "batch.safetensors").string(), out_path = (dir / "grads.safetensors").string();
+  Status written = kipp::gates::write_reference_model(dir, layout, problem.params);
+  if (written.ok())
+    written = kipp::gates::write_token_batch(batch_path, problem.inputs, problem.targets,
+                                             {SmallProblem::batch, SmallProblem::seq_len});
+  if (!written.ok()) {
+    report(false, what, written.message());
+    return;
+  }
+  if (!kipp::gates::run_train_reference(tools, "grad --config '" + (dir / "config.json").string() + "' --weights '" +
+                                                   (dir / "weights.safetensors").string() + "' --batch '" + batch_path +
+                                                   "' --out '" + out_path + "'"))
+    return;
+  auto reference = kipp::SafetensorsFile::open(out_path);
+  if (!reference) {
+    report(false, what, reference.message());
+    return;
+  }
+  std::vector<float> expected(layout.total());
+  for (const ParamTensor& t : layout.tensors()) {
+    const kipp::SafetensorsTensor* tensor = reference->find(t.name);
+    if (!tensor || tensor->dtype != kipp::SafetensorsDtype::F32 || tensor->shape != t.shape) {
+      report(false, what, "the reference lacks an F32 tensor " + t.name + " of the layout's shape");
+      return;
+    }
+    std::memcpy(expected.data() + t.offset, reference->data(*tensor).data(), t.count * sizeof(float));
+  }
+  auto gpu_model = kipp::train::cuda::create_cuda_training_model(layout, problem.options());
+  if (!gpu_model) {
+    report(false, what, gpu_model.message());
+    return;
+  }
+  std::vector<float> grads(layout.total(), 0.0f);
+  auto loss = (*gpu_model)->forward_backward(problem.params, problem.tokens(), 1.0f, grads);
+  if (!loss) {
+    report(false, what, loss.message());
+    return;
+  }
+  const double torch_loss = std::stod(reference->metadata().at("loss_sum"));
+  const uint64_t torch_counted = std::stoull(reference->metadata().at("counted"));
+  const double loss_error = std::fabs(loss->loss_sum - torch_loss) / std::fabs(torch_loss);
+  report(loss_error <= 1e-3 && loss->counted == torch_counted, what + " loss",
+         "relative difference " + scientific(loss_error) + " (limit 1e-3)");
+  report_gradients(what + " autograd gradients, every tensor", gradient_agreement(layout, grads, expected));
 }
 
 // The device optimizer (train/device_optimizer.h) from the same state as the host's AdamW, on
@@ -689,12 +796,17 @@ void gate_device_optimizer() {
 // With --probe only the device check runs (exit 0 with a GPU, 77 without), so a test that
 // needs a GPU for something else can skip the same way.
 int main(int argc, char** argv) {
+  const bool probe = argc == 2 && std::string(argv[1]) == "--probe";
+  if (!probe && argc != 1 && argc != 4) {
+    std::fprintf(stderr, "usage: cuda_train_gates [--probe | PYTHON TRAIN_REFERENCE_PY SCRATCH_DIR]\n");
+    return 2;
+  }
   auto device = kipp::cuda_device_info();
   if (!device) {
     std::printf("SKIPPED: %s\n", device.message().c_str());
     return 77;
   }
-  if (argc > 1 && std::string(argv[1]) == "--probe") return 0;
+  if (probe) return 0;
   std::printf("GPU: %s (compute %d.%d)\n", device->name.c_str(), device->compute_major, device->compute_minor);
   gate_adamw();
   gate_norm_and_scale();
@@ -712,7 +824,15 @@ int main(int argc, char** argv) {
   }
   gate_training_step(true);
   gate_training_step(false);
+  gate_recompute();
   gate_device_optimizer();
+  if (argc == 4) {
+    const ReferenceTools tools{argv[1], argv[2], argv[3]};
+    gate_torch_gradients(tools, true);
+    gate_torch_gradients(tools, false);
+  } else {
+    std::printf("(the PyTorch autograd gates need PYTHON TRAIN_REFERENCE_PY SCRATCH_DIR)\n");
+  }
   std::printf("%d of %d checks passed\n", kipp::gates::checks_run - kipp::gates::checks_failed,
               kipp::gates::checks_run);
   return kipp::gates::checks_failed == 0 ? 0 : 1;

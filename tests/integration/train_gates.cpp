@@ -28,12 +28,12 @@
 #include "core/files.h"
 #include "format/safetensors.h"
 #include "gate_report.h"
-#include "hf_config_text.h"
 #include "tensor_compare.h"
 #include "train/adamw.h"
 #include "train/lr_schedule.h"
 #include "train/parameters.h"
 #include "train/training_model.h"
+#include "train_reference_run.h"
 
 namespace {
 
@@ -53,16 +53,10 @@ struct GateConfig {
   uint32_t seq_len = 0;
 };
 
-struct Tools {
-  std::string python;
-  std::string script;
-  fs::path scratch;
-};
-
 using gates::checks_failed;
 using gates::checks_run;
 using gates::compare_tensors;
-using gates::hf_config_text;
+using gates::ReferenceTools;
 using gates::report;
 using gates::scientific;
 
@@ -130,22 +124,6 @@ void random_rows(std::mt19937& rng, uint32_t vocab, uint32_t count, uint32_t seq
   }
 }
 
-Status write_batch(const std::string& path, const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets,
-                   std::vector<uint64_t> shape) {
-  auto bytes = [](const std::vector<int32_t>& v) {
-    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(int32_t));
-  };
-  return write_safetensors(path, {{"inputs", SafetensorsDtype::I32, shape, bytes(inputs)},
-                                  {"targets", SafetensorsDtype::I32, shape, bytes(targets)}});
-}
-
-bool run_reference(const Tools& tools, const std::string& arguments) {
-  const std::string command = "OMP_NUM_THREADS=1 '" + tools.python + "' '" + tools.script + "' " + arguments;
-  if (std::system(command.c_str()) == 0) return true;
-  report(false, "reference", "command failed: " + command);
-  return false;
-}
-
 std::unique_ptr<TrainingModel> make_model(const ParameterLayout& layout, uint32_t batch, uint32_t seq_len,
                                           bool recompute) {
   TrainingModelOptions options;
@@ -160,19 +138,19 @@ std::unique_ptr<TrainingModel> make_model(const ParameterLayout& layout, uint32_
   return std::move(*model);
 }
 
-void gate_gradients(const Tools& tools, const GateConfig& gc, const ParameterLayout& layout,
+void gate_gradients(const ReferenceTools& tools, const GateConfig& gc, const ParameterLayout& layout,
                     const std::vector<float>& params, const fs::path& dir) {
   std::mt19937 rng(5);
   std::vector<int32_t> inputs, targets;
   random_rows(rng, gc.model.vocab_size, gc.batch, gc.seq_len, inputs, targets);
   const std::string batch_path = (dir / "grad_batch.safetensors").string();
   const std::string out_path = (dir / "grad_reference.safetensors").string();
-  if (Status s = write_batch(batch_path, inputs, targets, {gc.batch, gc.seq_len}); !s.ok()) {
+  if (Status s = gates::write_token_batch(batch_path, inputs, targets, {gc.batch, gc.seq_len}); !s.ok()) {
     return report(false, gc.label + " gradients", s.message());
   }
-  if (!run_reference(tools, "grad --config '" + (dir / "config.json").string() + "' --weights '" +
-                                (dir / "weights.safetensors").string() + "' --batch '" + batch_path + "' --out '" +
-                                out_path + "'")) {
+  if (!gates::run_train_reference(tools, "grad --config '" + (dir / "config.json").string() + "' --weights '" +
+                                             (dir / "weights.safetensors").string() + "' --batch '" + batch_path +
+                                             "' --out '" + out_path + "'")) {
     return;
   }
   auto reference = SafetensorsFile::open(out_path);
@@ -201,8 +179,8 @@ void gate_gradients(const Tools& tools, const GateConfig& gc, const ParameterLay
   report(same, gc.label + " recompute_blocks", same ? "loss and gradients bitwise equal" : "results differ");
 }
 
-void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayout& layout, std::vector<float> params,
-                   const fs::path& dir) {
+void gate_training(const ReferenceTools& tools, const GateConfig& gc, const ParameterLayout& layout,
+                   std::vector<float> params, const fs::path& dir) {
   constexpr uint32_t kSteps = 20, kMicroBatches = 2, kWarmup = 3;
   // AdamW's first updates of an element whose gradient is near eps (1e-8) depend on that
   // gradient's last bits, and float32 gradients carry errors of ~1e-6 of their tensor's largest
@@ -217,16 +195,17 @@ void gate_training(const Tools& tools, const GateConfig& gc, const ParameterLayo
   random_rows(rng, gc.model.vocab_size, kSteps * kMicroBatches * gc.batch, gc.seq_len, inputs, targets);
   const std::string batch_path = (dir / "train_batch.safetensors").string();
   const std::string out_path = (dir / "train_reference.safetensors").string();
-  if (Status s = write_batch(batch_path, inputs, targets, {kSteps, kMicroBatches, gc.batch, gc.seq_len}); !s.ok()) {
+  if (Status s = gates::write_token_batch(batch_path, inputs, targets, {kSteps, kMicroBatches, gc.batch, gc.seq_len});
+      !s.ok()) {
     return report(false, gc.label + " training", s.message());
   }
   char schedule_args[256];
   std::snprintf(schedule_args, sizeof schedule_args,
                 " --lr %.17g --min-lr %.17g --warmup %u --total-steps %u --weight-decay %.17g --clip %.17g", kMaxLr,
                 kMinLr, kWarmup, kSteps, kWeightDecay, kClip);
-  if (!run_reference(tools, "train --config '" + (dir / "config.json").string() + "' --weights '" +
-                                (dir / "weights.safetensors").string() + "' --batch '" + batch_path + "' --out '" +
-                                out_path + "'" + schedule_args)) {
+  if (!gates::run_train_reference(tools, "train --config '" + (dir / "config.json").string() + "' --weights '" +
+                                             (dir / "weights.safetensors").string() + "' --batch '" + batch_path +
+                                             "' --out '" + out_path + "'" + schedule_args)) {
     return;
   }
   auto reference = SafetensorsFile::open(out_path);
@@ -295,17 +274,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: train_gates PYTHON REFERENCE_SCRIPT SCRATCH_DIR\n");
     return 2;
   }
-  const Tools tools{argv[1], argv[2], argv[3]};
+  const ReferenceTools tools{argv[1], argv[2], argv[3]};
   const auto start = std::chrono::steady_clock::now();
   for (const GateConfig& gc : gate_configs()) {
     const fs::path dir = tools.scratch / gc.label;
-    std::error_code error;
-    fs::create_directories(dir, error);
     const ParameterLayout layout(gc.model);
     const std::vector<float> params = gate_parameters(layout);
-    Status written = write_text_file_atomic((dir / "config.json").string(), hf_config_text(gc.model));
-    if (written.ok()) written = save_parameters(layout, params, (dir / "weights.safetensors").string());
-    if (!written.ok()) {
+    if (const Status written = gates::write_reference_model(dir, layout, params); !written.ok()) {
       report(false, gc.label + " setup", written.message());
       continue;
     }

@@ -51,9 +51,9 @@ class DeviceBuffer {
   size_t count_ = 0;
 };
 
-// What one layer's backward reads of its forward.
-struct LayerSaved {
-  DeviceBuffer<float> input, attn_rstd, qkv, qk_rstd, qk, stats, attn, mid, ffn_rstd, gate_up;
+// What one layer's backward reads of its forward, apart from the layer's input.
+struct LayerActivations {
+  DeviceBuffer<float> attn_rstd, qkv, qk_rstd, qk, stats, attn, mid, ffn_rstd, gate_up;
   DeviceBuffer<bf16> attn_normed, attn_out, ffn_normed;  // the products' BF16 inputs
 };
 
@@ -110,6 +110,19 @@ class CudaTrainingModel final : public TrainingModel, public DeviceOptimizer {
   Expected<gpu::QkvShape> forward_pass(std::span<const float> params, std::span<const int32_t> inputs, uint32_t batch,
                                        uint32_t seq_len);
   Status forward(uint32_t rows, const gpu::QkvShape& shape);
+  // One layer from its kept input into activations(layer); `output` null (a recomputation
+  // before the layer's backward pass) stops once everything the backward pass reads is there.
+  Status layer_forward(size_t layer, uint32_t rows, const gpu::QkvShape& shape, float* output);
+  // With recompute_blocks every layer shares one set of activations, refilled before its
+  // backward pass, and only the layers' inputs are kept through the forward pass.
+  LayerActivations& activations(size_t layer) { return activations_[options_.recompute_blocks ? 0 : layer]; }
+  // Allocates a buffer that counts as workspace (activations and scratch).
+  template <typename T>
+  Status hold(DeviceBuffer<T>& buffer, size_t count) {
+    KIPP_RETURN_IF_ERROR(buffer.allocate(count));
+    workspace_bytes_ += buffer.bytes();
+    return ok_status();
+  }
   Status upload(void* dst, const void* src, size_t bytes) {
     return cuda_ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
   }
@@ -134,8 +147,9 @@ class CudaTrainingModel final : public TrainingModel, public DeviceOptimizer {
   std::unique_ptr<gpu::TrainGemm> gemm_;
 
   DeviceBuffer<float> params_, grads_;
-  DeviceBuffer<bf16> weights_;  // the parameters rounded to BF16, same offsets
-  std::vector<LayerSaved> saved_;
+  DeviceBuffer<bf16> weights_;                     // the parameters rounded to BF16, same offsets
+  std::vector<DeviceBuffer<float>> layer_inputs_;  // the residual stream entering each layer
+  std::vector<LayerActivations> activations_;
   DeviceBuffer<float> final_x_, final_rstd_, final_normed_, normed_, act_, rope_cos_, rope_sin_;
   DeviceBuffer<bf16> act_bf16_, d_bf16_;
   DeviceBuffer<float> d_stream_, d_mid_, d_normed_, d_act_, d_attn_, d_qk_, d_qkv_, row_dots_, partials_, row_loss_;
@@ -241,51 +255,52 @@ Status CudaTrainingModel::allocate() {
   KIPP_RETURN_IF_ERROR(params_.allocate(total));
   KIPP_RETURN_IF_ERROR(grads_.allocate(total));
   KIPP_RETURN_IF_ERROR(weights_.allocate(total));
-  saved_.resize(config_.num_layers);
-  for (LayerSaved& s : saved_) {
-    KIPP_RETURN_IF_ERROR(s.input.allocate(rows * hidden_));
-    KIPP_RETURN_IF_ERROR(s.attn_rstd.allocate(rows));
-    KIPP_RETURN_IF_ERROR(s.qkv.allocate(rows * qkv_width_));
-    KIPP_RETURN_IF_ERROR(s.qk_rstd.allocate(rows * heads));
-    KIPP_RETURN_IF_ERROR(s.qk.allocate(rows * qk_width_));
-    KIPP_RETURN_IF_ERROR(s.stats.allocate(rows * config_.num_heads * 2));
-    KIPP_RETURN_IF_ERROR(s.attn.allocate(rows * q_width_));
-    KIPP_RETURN_IF_ERROR(s.mid.allocate(rows * hidden_));
-    KIPP_RETURN_IF_ERROR(s.ffn_rstd.allocate(rows));
-    KIPP_RETURN_IF_ERROR(s.gate_up.allocate(rows * 2 * ffn_));
-    KIPP_RETURN_IF_ERROR(s.attn_normed.allocate(rows * hidden_));
-    KIPP_RETURN_IF_ERROR(s.attn_out.allocate(rows * q_width_));
-    KIPP_RETURN_IF_ERROR(s.ffn_normed.allocate(rows * hidden_));
+  layer_inputs_.resize(config_.num_layers);
+  for (DeviceBuffer<float>& input : layer_inputs_) KIPP_RETURN_IF_ERROR(hold(input, rows * hidden_));
+  activations_.resize(options_.recompute_blocks ? 1 : config_.num_layers);
+  for (LayerActivations& s : activations_) {
+    KIPP_RETURN_IF_ERROR(hold(s.attn_rstd, rows));
+    KIPP_RETURN_IF_ERROR(hold(s.qkv, rows * qkv_width_));
+    KIPP_RETURN_IF_ERROR(hold(s.qk_rstd, rows * heads));
+    KIPP_RETURN_IF_ERROR(hold(s.qk, rows * qk_width_));
+    KIPP_RETURN_IF_ERROR(hold(s.stats, rows * config_.num_heads * 2));
+    KIPP_RETURN_IF_ERROR(hold(s.attn, rows * q_width_));
+    KIPP_RETURN_IF_ERROR(hold(s.mid, rows * hidden_));
+    KIPP_RETURN_IF_ERROR(hold(s.ffn_rstd, rows));
+    KIPP_RETURN_IF_ERROR(hold(s.gate_up, rows * 2 * ffn_));
+    KIPP_RETURN_IF_ERROR(hold(s.attn_normed, rows * hidden_));
+    KIPP_RETURN_IF_ERROR(hold(s.attn_out, rows * q_width_));
+    KIPP_RETURN_IF_ERROR(hold(s.ffn_normed, rows * hidden_));
   }
   const size_t widest = std::max({2 * ffn_, qkv_width_, hidden_});
-  KIPP_RETURN_IF_ERROR(final_x_.allocate(rows * hidden_));
-  KIPP_RETURN_IF_ERROR(final_rstd_.allocate(rows));
-  KIPP_RETURN_IF_ERROR(final_normed_.allocate(rows * hidden_));
-  KIPP_RETURN_IF_ERROR(normed_.allocate(rows * hidden_));
-  KIPP_RETURN_IF_ERROR(act_.allocate(rows * ffn_));
-  KIPP_RETURN_IF_ERROR(act_bf16_.allocate(rows * ffn_));
-  KIPP_RETURN_IF_ERROR(d_bf16_.allocate(rows * widest));
-  KIPP_RETURN_IF_ERROR(d_stream_.allocate(rows * hidden_));
-  KIPP_RETURN_IF_ERROR(d_mid_.allocate(rows * hidden_));
-  KIPP_RETURN_IF_ERROR(d_normed_.allocate(rows * hidden_));
-  KIPP_RETURN_IF_ERROR(d_act_.allocate(rows * ffn_));
-  KIPP_RETURN_IF_ERROR(d_attn_.allocate(rows * q_width_));
-  KIPP_RETURN_IF_ERROR(d_qk_.allocate(rows * qk_width_));
-  KIPP_RETURN_IF_ERROR(d_qkv_.allocate(rows * qkv_width_));
-  KIPP_RETURN_IF_ERROR(row_dots_.allocate(rows * config_.num_heads));
-  KIPP_RETURN_IF_ERROR(partials_.allocate(
-      gpu::gain_partials(uint32_t(rows), uint32_t(std::max<size_t>(hidden_, 2 * config_.head_dim)))));
-  KIPP_RETURN_IF_ERROR(row_loss_.allocate(rows));
-  KIPP_RETURN_IF_ERROR(head_input_.allocate(size_t{gpu::kHeadChunkRows} * hidden_));
-  KIPP_RETURN_IF_ERROR(head_dlogits_.allocate(size_t{gpu::kHeadChunkRows} * vocab_));
-  KIPP_RETURN_IF_ERROR(head_logits_.allocate(size_t{gpu::kHeadChunkRows} * vocab_));
-  KIPP_RETURN_IF_ERROR(head_dinput_.allocate(size_t{gpu::kHeadChunkRows} * hidden_));
-  KIPP_RETURN_IF_ERROR(ids_.allocate(rows));
-  KIPP_RETURN_IF_ERROR(counted_targets_.allocate(rows));
-  KIPP_RETURN_IF_ERROR(counted_rows_.allocate(rows));
-  KIPP_RETURN_IF_ERROR(plan_ids_.allocate(rows));
-  KIPP_RETURN_IF_ERROR(plan_starts_.allocate(rows + 1));
-  KIPP_RETURN_IF_ERROR(plan_rows_.allocate(rows));
+  KIPP_RETURN_IF_ERROR(hold(final_x_, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(final_rstd_, rows));
+  KIPP_RETURN_IF_ERROR(hold(final_normed_, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(normed_, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(act_, rows * ffn_));
+  KIPP_RETURN_IF_ERROR(hold(act_bf16_, rows * ffn_));
+  KIPP_RETURN_IF_ERROR(hold(d_bf16_, rows * widest));
+  KIPP_RETURN_IF_ERROR(hold(d_stream_, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(d_mid_, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(d_normed_, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(d_act_, rows * ffn_));
+  KIPP_RETURN_IF_ERROR(hold(d_attn_, rows * q_width_));
+  KIPP_RETURN_IF_ERROR(hold(d_qk_, rows * qk_width_));
+  KIPP_RETURN_IF_ERROR(hold(d_qkv_, rows * qkv_width_));
+  KIPP_RETURN_IF_ERROR(hold(row_dots_, rows * config_.num_heads));
+  KIPP_RETURN_IF_ERROR(
+      hold(partials_, gpu::gain_partials(uint32_t(rows), uint32_t(std::max<size_t>(hidden_, 2 * config_.head_dim)))));
+  KIPP_RETURN_IF_ERROR(hold(row_loss_, rows));
+  KIPP_RETURN_IF_ERROR(hold(head_input_, size_t{gpu::kHeadChunkRows} * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(head_dlogits_, size_t{gpu::kHeadChunkRows} * vocab_));
+  KIPP_RETURN_IF_ERROR(hold(head_logits_, size_t{gpu::kHeadChunkRows} * vocab_));
+  KIPP_RETURN_IF_ERROR(hold(head_dinput_, size_t{gpu::kHeadChunkRows} * hidden_));
+  KIPP_RETURN_IF_ERROR(hold(ids_, rows));
+  KIPP_RETURN_IF_ERROR(hold(counted_targets_, rows));
+  KIPP_RETURN_IF_ERROR(hold(counted_rows_, rows));
+  KIPP_RETURN_IF_ERROR(hold(plan_ids_, rows));
+  KIPP_RETURN_IF_ERROR(hold(plan_starts_, rows + 1));
+  KIPP_RETURN_IF_ERROR(hold(plan_rows_, rows));
 
   // The CPU model's rotary tables, computed the same way on the host.
   const size_t half = config_.head_dim / 2;
@@ -298,60 +313,63 @@ Status CudaTrainingModel::allocate() {
       sin[position * half + i] = static_cast<float>(std::sin(angle));
     }
   }
-  KIPP_RETURN_IF_ERROR(rope_cos_.allocate(cos.size()));
-  KIPP_RETURN_IF_ERROR(rope_sin_.allocate(sin.size()));
+  KIPP_RETURN_IF_ERROR(hold(rope_cos_, cos.size()));
+  KIPP_RETURN_IF_ERROR(hold(rope_sin_, sin.size()));
   KIPP_RETURN_IF_ERROR(cuda_ok(
       cudaMemcpy(rope_cos_.get(), cos.data(), cos.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
   KIPP_RETURN_IF_ERROR(cuda_ok(
       cudaMemcpy(rope_sin_.get(), sin.data(), sin.size() * sizeof(float), cudaMemcpyHostToDevice), "rope upload"));
   host_loss_.resize(rows);
-  size_t free_bytes = 0, total_bytes = 0;
-  KIPP_RETURN_IF_ERROR(cuda_ok(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  workspace_bytes_ = total_bytes - free_bytes;
   return ok_status();
 }
 
 Status CudaTrainingModel::forward(uint32_t rows, const gpu::QkvShape& shape) {
-  const float eps = float(config_.rms_norm_eps);
-  for (size_t l = 0; l < saved_.size(); ++l) {
-    LayerSaved& s = saved_[l];
-    const LayerOffsets& o = layout_.layers()[l];
-    float* output = l + 1 < saved_.size() ? saved_[l + 1].input.get() : final_x_.get();
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_forward(s.input.get(), param(o.attn_norm), rows, uint32_t(hidden_), eps,
-                                                      s.attn_rstd.get(), normed_.get(), stream_),
-                                 "attention norm"));
-    KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.attn_normed.get()));
-    KIPP_RETURN_IF_ERROR(
-        gemm_->xwt(s.attn_normed.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, s.qkv.get()));
-    KIPP_RETURN_IF_ERROR(
-        cuda_ok(gpu::qk_norm_rope_forward(s.qkv.get(), param(o.q_norm), param(o.k_norm), shape, rope_cos_.get(),
-                                          rope_sin_.get(), eps, s.qk_rstd.get(), s.qk.get(), stream_),
-                "q/k norm and rope"));
-    KIPP_RETURN_IF_ERROR(cuda_ok(
-        gpu::attention_forward(s.qk.get(), s.qkv.get(), shape, s.stats.get(), s.attn.get(), stream_), "attention"));
-    KIPP_RETURN_IF_ERROR(to_bf16(s.attn.get(), rows * q_width_, s.attn_out.get()));
-    KIPP_RETURN_IF_ERROR(copy(s.mid.get(), s.input.get(), rows * hidden_));
-    KIPP_RETURN_IF_ERROR(gemm_->xwt(s.attn_out.get(), weight(o.o_proj), rows, hidden_, q_width_, 1.0f, s.mid.get()));
-    KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_forward(s.mid.get(), param(o.ffn_norm), rows, uint32_t(hidden_), eps,
-                                                      s.ffn_rstd.get(), normed_.get(), stream_),
-                                 "feed-forward norm"));
-    KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.ffn_normed.get()));
-    KIPP_RETURN_IF_ERROR(
-        gemm_->xwt(s.ffn_normed.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f, s.gate_up.get()));
-    KIPP_RETURN_IF_ERROR(
-        cuda_ok(gpu::swiglu_forward(s.gate_up.get(), rows, uint32_t(ffn_), act_.get(), stream_), "swiglu"));
-    KIPP_RETURN_IF_ERROR(to_bf16(act_.get(), rows * ffn_, act_bf16_.get()));
-    KIPP_RETURN_IF_ERROR(copy(output, s.mid.get(), rows * hidden_));
-    KIPP_RETURN_IF_ERROR(gemm_->xwt(act_bf16_.get(), weight(o.down_proj), rows, hidden_, ffn_, 1.0f, output));
+  for (size_t l = 0; l < layer_inputs_.size(); ++l) {
+    float* output = l + 1 < layer_inputs_.size() ? layer_inputs_[l + 1].get() : final_x_.get();
+    KIPP_RETURN_IF_ERROR(layer_forward(l, rows, shape, output));
   }
-  return cuda_ok(gpu::rmsnorm_forward(final_x_.get(), param(layout_.final_norm()), rows, uint32_t(hidden_), eps,
-                                      final_rstd_.get(), final_normed_.get(), stream_),
+  return cuda_ok(gpu::rmsnorm_forward(final_x_.get(), param(layout_.final_norm()), rows, uint32_t(hidden_),
+                                      float(config_.rms_norm_eps), final_rstd_.get(), final_normed_.get(), stream_),
                  "final norm");
+}
+
+Status CudaTrainingModel::layer_forward(size_t l, uint32_t rows, const gpu::QkvShape& shape, float* output) {
+  const float eps = float(config_.rms_norm_eps);
+  const float* input = layer_inputs_[l].get();
+  LayerActivations& s = activations(l);
+  const LayerOffsets& o = layout_.layers()[l];
+  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_forward(input, param(o.attn_norm), rows, uint32_t(hidden_), eps,
+                                                    s.attn_rstd.get(), normed_.get(), stream_),
+                               "attention norm"));
+  KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.attn_normed.get()));
+  KIPP_RETURN_IF_ERROR(gemm_->xwt(s.attn_normed.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, s.qkv.get()));
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::qk_norm_rope_forward(s.qkv.get(), param(o.q_norm), param(o.k_norm), shape, rope_cos_.get(),
+                                        rope_sin_.get(), eps, s.qk_rstd.get(), s.qk.get(), stream_),
+              "q/k norm and rope"));
+  KIPP_RETURN_IF_ERROR(cuda_ok(
+      gpu::attention_forward(s.qk.get(), s.qkv.get(), shape, s.stats.get(), s.attn.get(), stream_), "attention"));
+  KIPP_RETURN_IF_ERROR(to_bf16(s.attn.get(), rows * q_width_, s.attn_out.get()));
+  KIPP_RETURN_IF_ERROR(copy(s.mid.get(), input, rows * hidden_));
+  KIPP_RETURN_IF_ERROR(gemm_->xwt(s.attn_out.get(), weight(o.o_proj), rows, hidden_, q_width_, 1.0f, s.mid.get()));
+  KIPP_RETURN_IF_ERROR(cuda_ok(gpu::rmsnorm_forward(s.mid.get(), param(o.ffn_norm), rows, uint32_t(hidden_), eps,
+                                                    s.ffn_rstd.get(), normed_.get(), stream_),
+                               "feed-forward norm"));
+  KIPP_RETURN_IF_ERROR(to_bf16(normed_.get(), rows * hidden_, s.ffn_normed.get()));
+  KIPP_RETURN_IF_ERROR(
+      gemm_->xwt(s.ffn_normed.get(), weight(o.gate_proj), rows, 2 * ffn_, hidden_, 0.0f, s.gate_up.get()));
+  // The backward pass derives the activation from gate_up itself.
+  if (output == nullptr) return ok_status();
+  KIPP_RETURN_IF_ERROR(
+      cuda_ok(gpu::swiglu_forward(s.gate_up.get(), rows, uint32_t(ffn_), act_.get(), stream_), "swiglu"));
+  KIPP_RETURN_IF_ERROR(to_bf16(act_.get(), rows * ffn_, act_bf16_.get()));
+  KIPP_RETURN_IF_ERROR(copy(output, s.mid.get(), rows * hidden_));
+  return gemm_->xwt(act_bf16_.get(), weight(o.down_proj), rows, hidden_, ffn_, 1.0f, output);
 }
 
 // d_stream_ holds d(loss)/d(layer output) on entry and d(loss)/d(layer input) on return.
 Status CudaTrainingModel::layer_backward(size_t l, uint32_t rows, const gpu::QkvShape& shape) {
-  LayerSaved& s = saved_[l];
+  LayerActivations& s = activations(l);
   const LayerOffsets& o = layout_.layers()[l];
   float* partials = partials_.get();
   // Feed-forward: gate_up becomes its own gradient and d_act_ the down projection's input.
@@ -386,8 +404,8 @@ Status CudaTrainingModel::layer_backward(size_t l, uint32_t rows, const gpu::Qkv
   KIPP_RETURN_IF_ERROR(gemm_->dy_w(d_bf16_.get(), weight(o.q_proj), rows, qkv_width_, hidden_, 0.0f, d_normed_.get()));
   KIPP_RETURN_IF_ERROR(gemm_->dyt_x(d_bf16_.get(), s.attn_normed.get(), rows, qkv_width_, hidden_, grad(o.q_proj)));
   KIPP_RETURN_IF_ERROR(copy(d_stream_.get(), d_mid_.get(), rows * hidden_));
-  return cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), s.input.get(), s.attn_rstd.get(), param(o.attn_norm), rows,
-                                       uint32_t(hidden_), partials, d_stream_.get(), grad(o.attn_norm), stream_),
+  return cuda_ok(gpu::rmsnorm_backward(d_normed_.get(), layer_inputs_[l].get(), s.attn_rstd.get(), param(o.attn_norm),
+                                       rows, uint32_t(hidden_), partials, d_stream_.get(), grad(o.attn_norm), stream_),
                  "attention norm backward");
 }
 
@@ -419,7 +437,7 @@ Expected<gpu::QkvShape> CudaTrainingModel::forward_pass(std::span<const float> p
   }
   KIPP_RETURN_IF_ERROR(upload(ids_.get(), inputs.data(), rows * sizeof(int32_t)));
   KIPP_RETURN_IF_ERROR(cuda_ok(gpu::embedding_forward(param(layout_.embedding()), ids_.get(), rows, uint32_t(hidden_),
-                                                      saved_[0].input.get(), stream_),
+                                                      layer_inputs_[0].get(), stream_),
                                "embedding"));
   KIPP_RETURN_IF_ERROR(forward(rows, shape));
   return shape;
@@ -491,7 +509,12 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
         gpu::rmsnorm_backward(d_normed_.get(), final_x_.get(), final_rstd_.get(), param(layout_.final_norm()), rows,
                               uint32_t(hidden_), partials_.get(), d_stream_.get(), grad(layout_.final_norm()), stream_),
         "final norm backward"));
-    for (size_t l = saved_.size(); l-- > 0;) KIPP_RETURN_IF_ERROR(layer_backward(l, rows, shape));
+    for (size_t l = layer_inputs_.size(); l-- > 0;) {
+      // The last layer's activations are still those of the forward pass.
+      if (options_.recompute_blocks && l + 1 < layer_inputs_.size())
+        KIPP_RETURN_IF_ERROR(layer_forward(l, rows, shape, nullptr));
+      KIPP_RETURN_IF_ERROR(layer_backward(l, rows, shape));
+    }
     KIPP_RETURN_IF_ERROR(upload(plan_ids_.get(), plan.ids.data(), plan.ids.size() * sizeof(int32_t)));
     KIPP_RETURN_IF_ERROR(upload(plan_starts_.get(), plan.starts.data(), plan.starts.size() * sizeof(uint32_t)));
     KIPP_RETURN_IF_ERROR(upload(plan_rows_.get(), plan.rows.data(), plan.rows.size() * sizeof(uint32_t)));
@@ -523,8 +546,6 @@ Expected<LossSums> CudaTrainingModel::run(std::span<const float> params, std::sp
 
 Expected<std::unique_ptr<TrainingModel>> create_cuda_training_model(const ParameterLayout& layout,
                                                                     const TrainingModelOptions& options) {
-  if (options.recompute_blocks)
-    return make_error("GPU training: train.recompute_blocks has no GPU version yet (every activation is kept)");
   if (options.max_batch == 0 || options.seq_len == 0) return make_error("GPU training: empty batch shape");
   auto model = std::make_unique<CudaTrainingModel>(layout, options);
   KIPP_RETURN_IF_ERROR(model->allocate());
