@@ -13,6 +13,7 @@ namespace {
 
 struct EvalArgs {
   std::string model;
+  std::string adapter;
   std::vector<std::string> data;
   std::string format = "auto";
   std::string text_field = "text";
@@ -28,7 +29,7 @@ struct EvalArgs {
 };
 
 int run_eval(const EvalArgs& args) {
-  auto model = train::load_eval_model(args.model);
+  auto model = train::load_eval_model(args.model, args.adapter);
   if (!model) return fail(model.message());
   train::EvalOptions options;
   options.data.format = args.format;
@@ -69,13 +70,17 @@ void register_eval(CLI::App& app, Action& action) {
   command->footer(R"(
 MODEL is a checkpoint folder (e.g. RUN_DIR/best) or a GGUF. The data is read, tokenized with
 the model's tokenizer and cut into windows exactly as `kipp train` does (the tokenized data is
-cached for later runs); conversations count only assistant tokens.
+cached for later runs); conversations count only assistant tokens. --adapter evaluates MODEL
+with a LoRA adapter folder (a LoRA run's RUN_DIR/adapter, or PEFT's) folded into its weights,
+as `kipp lora merge` would, without writing the merged model.
 
 Examples:
   kipp eval -m runs/tiny/best --data held-out.txt
-  kipp eval -m tiny.gguf --data chats.jsonl --chat-format chatml --seq-len 128)");
+  kipp eval -m tiny.gguf --data chats.jsonl --chat-format chatml --seq-len 128
+  kipp eval -m Qwen3-0.6B-folder --adapter runs/lora/adapter --data held-out.jsonl)");
   auto args = std::make_shared<EvalArgs>();
   command->add_option("-m,--model", args->model, "Checkpoint folder or GGUF")->required();
+  command->add_option("--adapter", args->adapter, "LoRA adapter folder to fold into MODEL (PEFT format)");
   command->add_option("--data", args->data, "Files, globs or folders")->required();
   command->add_option("--format", args->format, "auto, text, jsonl, csv, parquet, alpaca, sharegpt, openai or tokens")
       ->capture_default_str();

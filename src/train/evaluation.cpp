@@ -10,6 +10,8 @@
 #include "core/files.h"
 #include "data/packed_dataset.h"
 #include "model/model.h"
+#include "train/lora_merge.h"
+#include "train/peft_adapter.h"
 #include "train/training_data.h"
 #include "train/training_model.h"
 
@@ -25,7 +27,9 @@ Expected<data::TrainingTokenizer> load_tokenizer_of(const std::string& path) {
   return data::load_training_tokenizer(join_path(path, "tokenizer.json"));
 }
 
-Expected<EvalModel> load_eval_model(const std::string& path) {
+namespace {
+
+Expected<EvalModel> load_base_model(const std::string& path) {
   if (path.ends_with(".gguf")) {
     KIPP_ASSIGN_OR_RETURN(Model model, Model::open(path));
     KIPP_ASSIGN_OR_RETURN(data::TrainingTokenizer tokenizer, data::tokenizer_from_metadata(model.tokenizer()));
@@ -35,7 +39,12 @@ Expected<EvalModel> load_eval_model(const std::string& path) {
     return out;
   }
   const std::string config_path = join_path(path, "config.json");
-  if (!file_exists(config_path)) return make_error(path + ": not a GGUF file nor a checkpoint folder with config.json");
+  if (!file_exists(config_path)) {
+    if (file_exists(join_path(path, kAdapterConfigFile)))
+      return make_error(path + " is a LoRA adapter folder, not a model: give its base model and the adapter with " +
+                        "--adapter " + path);
+    return make_error(path + ": not a GGUF file nor a checkpoint folder with config.json");
+  }
   KIPP_ASSIGN_OR_RETURN(std::string config_text, read_text_file(config_path));
   auto config = parse_hf_config(config_text);
   if (!config) return make_error(config_path + ": " + config.message());
@@ -45,6 +54,17 @@ Expected<EvalModel> load_eval_model(const std::string& path) {
   out.params.resize(out.layout.total());
   KIPP_RETURN_IF_ERROR(load_parameters(out.layout, path, out.params));
   return out;
+}
+
+}  // namespace
+
+Expected<EvalModel> load_eval_model(const std::string& path, const std::string& adapter_dir) {
+  KIPP_ASSIGN_OR_RETURN(EvalModel model, load_base_model(path));
+  if (adapter_dir.empty()) return model;
+  auto adapter = load_peft_adapter(adapter_dir, model.layout.config());
+  if (!adapter) return make_error("--adapter " + adapter_dir + ": " + adapter.message());
+  fold_lora(model.layout, *adapter, model.params);
+  return model;
 }
 
 Expected<LossSums> evaluate_windows(TrainingModel& model, std::span<const float> params, uint64_t count, uint32_t batch,

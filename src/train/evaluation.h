@@ -19,13 +19,14 @@
 namespace kipp::train {
 
 // Weights and tokenizer of a checkpoint folder (config.json, model.safetensors, tokenizer.json)
-// or a Kipp GGUF.
+// or a Kipp GGUF; with `adapter_dir`, a PEFT LoRA adapter folder folded into those weights as
+// `kipp lora merge` folds it (in float, without the merge's final rounding to the base's dtype).
 struct EvalModel {
   ParameterLayout layout;
   std::vector<float> params;
   data::TrainingTokenizer tokenizer;
 };
-Expected<EvalModel> load_eval_model(const std::string& path);
+Expected<EvalModel> load_eval_model(const std::string& path, const std::string& adapter_dir = "");
 
 // Only the tokenizer: a tokenizer.json, a checkpoint folder holding one, or a Kipp GGUF.
 Expected<data::TrainingTokenizer> load_tokenizer_of(const std::string& path);

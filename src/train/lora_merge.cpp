@@ -8,7 +8,6 @@
 #include "format/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/parameters.h"
-#include "train/peft_adapter.h"
 
 namespace kipp::train {
 namespace {
@@ -99,6 +98,28 @@ Status write_weights(const std::string& path, const ParameterLayout& layout, con
 
 }  // namespace
 
+uint64_t fold_lora(const ParameterLayout& layout, const PeftAdapter& adapter, std::span<float> values,
+                   const std::function<void(size_t layer)>& on_layer) {
+  const ModelConfig& config = layout.config();
+  const AdapterLayout adapters(config, adapter.options);
+  const double scale = adapter.options.scale();
+  uint64_t folded = 0;
+  for (size_t layer = 0; layer < config.num_layers; ++layer) {
+    for (LoraTarget target : kAllLoraTargets) {
+      const LoraAdapter* found = adapters.find(layer, target);
+      if (!found) continue;
+      const std::string name =
+          "model.layers." + std::to_string(layer) + "." + std::string(lora_module_name(target)) + ".weight";
+      const ParamTensor* weight = layout.find(name);
+      add_low_rank(values.data() + weight->offset, adapter.values.data() + found->a, adapter.values.data() + found->b,
+                   found->out, found->in, adapter.options.rank, scale);
+      ++folded;
+    }
+    if (on_layer) on_layer(layer);
+  }
+  return folded;
+}
+
 Expected<MergeSummary> merge_lora(const InitSource& base, const std::string& adapter_dir, const std::string& out_dir,
                                   const MergeOptions& options) {
   // Everything that can be refused is checked before the base's weights are read.
@@ -110,27 +131,15 @@ Expected<MergeSummary> merge_lora(const InitSource& base, const std::string& ada
   KIPP_ASSIGN_OR_RETURN(const std::string config_text, config_json(base, dtype));
 
   const ParameterLayout layout(config);
-  const AdapterLayout adapters(config, adapter.options);
   tell(options, "reading the base " + base.path);
   std::vector<float> values(layout.total());
   KIPP_RETURN_IF_ERROR(load_parameters(layout, base.path, values));
 
   MergeSummary summary;
   summary.dtype = std::string(safetensors_dtype_name(dtype));
-  const double scale = adapter.options.scale();
-  for (size_t layer = 0; layer < config.num_layers; ++layer) {
-    for (LoraTarget target : kAllLoraTargets) {
-      const LoraAdapter* found = adapters.find(layer, target);
-      if (!found) continue;
-      const std::string name =
-          "model.layers." + std::to_string(layer) + "." + std::string(lora_module_name(target)) + ".weight";
-      const ParamTensor* weight = layout.find(name);
-      add_low_rank(values.data() + weight->offset, adapter.values.data() + found->a, adapter.values.data() + found->b,
-                   found->out, found->in, adapter.options.rank, scale);
-      ++summary.merged_tensors;
-    }
+  summary.merged_tensors = fold_lora(layout, adapter, values, [&](size_t layer) {
     tell(options, "merged layer " + std::to_string(layer + 1) + "/" + std::to_string(config.num_layers));
-  }
+  });
 
   tell(options, "writing " + out_dir);
   const auto fill = [&](const std::string& dir) -> Status {

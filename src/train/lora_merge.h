@@ -7,10 +7,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include "core/status.h"
 #include "train/init_source.h"
+#include "train/parameters.h"
+#include "train/peft_adapter.h"
 
 namespace kipp::train {
 
@@ -26,6 +29,12 @@ struct MergeSummary {
   std::string dtype;   // of model.safetensors: the HF base's ("BF16", "F16", "F32"), BF16 for a GGUF
   uint64_t bytes = 0;  // of model.safetensors
 };
+
+// Folds `adapter` into `values` (the base's parameters in `layout` order): every targeted
+// projection becomes W0 + (alpha / r) B A as described above, in float. Returns the number of
+// projections changed; `on_layer` (may be empty) hears each layer done.
+uint64_t fold_lora(const ParameterLayout& layout, const PeftAdapter& adapter, std::span<float> values,
+                   const std::function<void(size_t layer)>& on_layer = {});
 
 // Writes `out_dir` (which must not exist): config.json (the base's), model.safetensors and the
 // tokenizer files of the base folder, else of the adapter folder, else of options.tokenizer_dir.

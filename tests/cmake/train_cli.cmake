@@ -173,14 +173,15 @@ set_tests_properties(data_preview_qwen3_tools PROPERTIES FIXTURES_REQUIRED gguf_
                      FAIL_REGULAR_EXPRESSION "Greet back|cannot tokenize|[1-9] malformed|⟦[^⟧]*tool_response|⟦[^⟧]*Weather in Oslo|⟦[^⟧]*# Tools")
 
 # LoRA: `kipp lora merge` against an independent recomputation of W0 + (alpha / r) B A from the
-# base and adapter files, the GGUF base giving the HF base's bytes, export and refusals.
+# base and adapter files, the GGUF base giving the HF base's bytes, export, `kipp eval --adapter`
+# against the merged folder's loss, and refusals.
 add_test(NAME lora_help COMMAND $<TARGET_FILE:kipp> lora merge --help)
 set_tests_properties(lora_help PROPERTIES PASS_REGULAR_EXPRESSION "BASE.*ADAPTER.*kipp convert")
 add_test(NAME lora_merge_tiny
          COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/lora_merge.sh $<TARGET_FILE:kipp> ${CMAKE_SOURCE_DIR}
                  ${KIPP_MODELS} ${KIPP_TRAIN_WORK}/lora-merge)
 set_tests_properties(lora_merge_tiny PROPERTIES FIXTURES_REQUIRED "tiny_hf;gguf_tiny_bf16" TIMEOUT 600
-                     PASS_REGULAR_EXPRESSION "PASS: 8 projections equal.*PASS: the GGUF base.*PASS: the merged folder.*PASS: each refusal")
+                     PASS_REGULAR_EXPRESSION "PASS: 8 projections equal.*PASS: the GGUF base.*PASS: the merged folder.*PASS: kipp eval --adapter.*PASS: each refusal")
 
 # LoRA training: needs a base (one clear error without --init); end to end with bitwise resume,
 # PEFT checkpoints, merge of the trained adapter and a QLoRA run.

@@ -3,7 +3,9 @@
 # one (".default" names, BF16, four of the seven targets): the merged folder is checked against
 # W0 + (alpha / r) B A computed independently (tools/lora_merge_check.py, bit for bit), the GGUF
 # base gives the same weights as the HF folder it was converted from, the result converts to a
-# GGUF that `kipp logits` and `kipp generate` run, and each refusal is one clear error.
+# GGUF that `kipp logits` and `kipp generate` run, `kipp eval --adapter` scores the base with the
+# adapter folded in exactly as the folder merged from an F32 copy of the base scores (and not as
+# the base itself), and each refusal is one clear error.
 # Usage: lora_merge.sh KIPP SOURCE_DIR MODELS_DIR WORK_DIR
 set -euo pipefail
 kipp=$1 source_dir=$2 models=$3 work=$4
@@ -63,6 +65,46 @@ echo "PASS: the GGUF base merges to the HF base's bytes"
 "$kipp" generate -m "$work/merged.gguf" -p "Hello" --temp 0 --max-tokens 8 >"$work/generated.txt"
 echo "PASS: the merged folder converts and runs"
 
+# kipp eval: an F32 copy of the base (so the merge is not rounded to BF16), the base, the base
+# with the adapter, and the merge of the copy; the loss is the first number of the result line.
+mkdir -p "$work/base-f32"
+cp "$models/tiny-hf/"*.json "$work/base-f32/"
+/usr/bin/python3 - "$models/tiny-hf/model.safetensors" "$work/base-f32/model.safetensors" <<'PY'
+import json, struct, sys
+from array import array
+with open(sys.argv[1], "rb") as f:
+    size = struct.unpack("<Q", f.read(8))[0]
+    header, body = json.loads(f.read(size)), f.read()
+out_header, blobs, offset = {"__metadata__": header.get("__metadata__", {})}, [], 0
+for name, info in header.items():
+    if name == "__metadata__":
+        continue
+    begin, end = info["data_offsets"]
+    raw = body[begin:end]
+    assert info["dtype"] == "BF16", name
+    blob = array("I", (h << 16 for h in array("H", raw))).tobytes()
+    out_header[name] = {"dtype": "F32", "shape": info["shape"], "data_offsets": [offset, offset + len(blob)]}
+    blobs.append(blob)
+    offset += len(blob)
+text = json.dumps(out_header).encode()
+text += b" " * (-len(text) % 8)
+with open(sys.argv[2], "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+PY
+"$kipp" lora merge "$work/base-f32" "$work/adapter" -o "$work/merged-f32" >/dev/null
+for i in $(seq 60); do echo "Line $i of a held-out text, with words the tiny model has seen."; done >"$work/held-out.txt"
+eval_loss() {
+  "$kipp" eval "$@" --data "$work/held-out.txt" --seq-len 32 --cache-dir "$work/eval-cache" 2>/dev/null |
+    awk '/^loss /{print $2}'
+}
+base_loss=$(eval_loss -m "$models/tiny-hf")
+adapter_loss=$(eval_loss -m "$work/base-f32" --adapter "$work/adapter")
+merged_loss=$(eval_loss -m "$work/merged-f32")
+echo "eval loss: base $base_loss, base + adapter $adapter_loss, merged $merged_loss"
+[[ -n "$adapter_loss" && "$adapter_loss" == "$merged_loss" ]] || { echo "FAIL: eval --adapter differs from the merged folder" >&2; exit 1; }
+[[ "$adapter_loss" != "$base_loss" ]] || { echo "FAIL: eval --adapter scores as the base: adapter not applied" >&2; exit 1; }
+echo "PASS: kipp eval --adapter scores as the merged folder"
+
 # Refusals, one error each.
 "$expect_error" "merged already exists" "$kipp" lora merge "$models/tiny-hf" "$work/adapter" -o "$work/merged"
 make_adapter "$work/adapter-wide" 128
@@ -74,5 +116,9 @@ cp "$work/adapter/adapter_config.json" "$work/adapter-empty/"
 "$expect_error" "adapter_config.json" "$kipp" lora merge "$models/tiny-hf" "$work/nowhere" -o "$work/never"
 "$expect_error" "BASE no/such/base: no such file or folder" \
   "$kipp" lora merge no/such/base "$work/adapter" -o "$work/never"
+"$expect_error" "error: --adapter .*adapter-wide: .*another model" \
+  "$kipp" eval -m "$models/tiny-hf" --adapter "$work/adapter-wide" --data "$work/held-out.txt"
+"$expect_error" "adapter is a LoRA adapter folder, not a model: .*--adapter" \
+  "$kipp" eval -m "$work/adapter" --data "$work/held-out.txt"
 [[ ! -e "$work/never" ]] || { echo "FAIL: a refused merge left $work/never" >&2; exit 1; }
 echo "PASS: each refusal is one error"
