@@ -351,23 +351,32 @@ make_models() {
 export -f make_models
 export dry models bundle logs kipp pyw
 
-note "models: making the synthetic checkpoints under $models"
-models_limit=$((phase_end - $(date +%s)))
-((models_limit > MODELS_TIMEOUT_S)) && models_limit=$MODELS_TIMEOUT_S
-models_t0=$(date +%s)
-timeout -k 5 "$models_limit" bash -c make_models >"$logs/models.log" 2>&1 &
-models_pid=$!
-for row in "${gate_rows[@]}"; do needs_models "$row" || run_gate "$row"; done
-wait "$models_pid"
-models_rc=$?
-models_s=$(($(date +%s) - models_t0))
-if [[ "$models_rc" == 0 ]]; then
-  record models setup passed 0 "$models_s" models.log "$(ls "$models" | tr '\n' ' ')"
-else
-  record models setup failed "$models_rc" "$models_s" models.log "$(tail -n1 "$logs/models.log")"
-  problems=$((problems + 1))
+# Only what --only selects needs the models (a rerun of the training steps on a fresh machine
+# does not wait for them).
+models_wanted=0
+for row in "${gate_rows[@]}"; do needs_models "$row" && selected "${row%% *}" && models_wanted=1; done
+for name in "${BENCH_RUNS[@]%% *}" bench_cpu torch_anchor serve; do selected "$name" && models_wanted=1; done
+if [[ $models_wanted == 1 ]]; then
+  note "models: making the synthetic checkpoints under $models"
+  models_limit=$((phase_end - $(date +%s)))
+  ((models_limit > MODELS_TIMEOUT_S)) && models_limit=$MODELS_TIMEOUT_S
+  models_t0=$(date +%s)
+  timeout -k 5 "$models_limit" bash -c make_models >"$logs/models.log" 2>&1 &
+  models_pid=$!
 fi
-note "models: exit $models_rc, ${models_s} s"
+for row in "${gate_rows[@]}"; do needs_models "$row" || run_gate "$row"; done
+if [[ $models_wanted == 1 ]]; then
+  wait "$models_pid"
+  models_rc=$?
+  models_s=$(($(date +%s) - models_t0))
+  if [[ "$models_rc" == 0 ]]; then
+    record models setup passed 0 "$models_s" models.log "$(ls "$models" | tr '\n' ' ')"
+  else
+    record models setup failed "$models_rc" "$models_s" models.log "$(tail -n1 "$logs/models.log")"
+    problems=$((problems + 1))
+  fi
+  note "models: exit $models_rc, ${models_s} s"
+fi
 for row in "${gate_rows[@]}"; do needs_models "$row" && run_gate "$row"; done
 
 # ---------------------------------------------------------------- kipp bench --backend cuda
