@@ -378,7 +378,8 @@ def case_line(name, case):
         return "-" if x is None else format(x, spec)
     kipp = case["runs"].get("kipp", {})
     if "tokens_per_s" not in kipp:
-        return f"{name}: kipp {kipp.get('error') or kipp.get('skipped') or 'not run'}"
+        why = kipp.get("error") or kipp.get("skipped") or "not run"
+        return f"{name}: kipp {why.removeprefix('kipp: error: ')}"
     memory = kipp.get("peak_gpu_memory_bytes")
     return (f"{name}: kipp {kipp['tokens_per_s']:.0f} tok/s, x{fmt(case['kipp_over_torch_eager'], '.2f')} eager, "
             f"x{fmt(case['kipp_over_torch_compile'], '.2f')} compile, peak {fmt(memory and memory / GIB, '.2f')} GiB")
