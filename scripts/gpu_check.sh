@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # gpu_check.sh: the whole CUDA check in one go on a GPU machine, from the bundle that
 # scripts/gpu_bundle.sh packed into .gpu/ (docs/GPU.md): makes the synthetic models, runs every
-# gate of scripts/gpu_gates.txt, `kipp bench --backend cuda`, the PyTorch anchor
+# gate of scripts/gpu_gates.txt (serving and training), `kipp bench --backend cuda`, the training
+# bench against PyTorch (bench/train_cuda_vs_torch.py), the PyTorch anchor
 # (bench/cuda_torch_anchor.py) and the server throughput (bench/serve_throughput.py), then writes
 #   OUT_DIR/summary.json      every step's status and time, the machine, the headline figures
 #   OUT_DIR/bench_cuda.json   the kipp bench runs;  OUT_DIR/torch_anchor.json;  OUT_DIR/serve_cuda.json
+#   OUT_DIR/train_cuda.json   the training bench (kipp train --device cuda against PyTorch)
 #   OUT_DIR/logs.tar.gz       every step's log (each cut to 4 MiB)
 #   OUT_DIR/gpu_check.log     this script's own output
 # and prints a short table last. Each step has its own timeout and the run a global deadline
@@ -15,8 +17,10 @@
 # that every program's libraries resolve (the bundle's lib/ and the CUDA libraries), compiles the
 # Python scripts, makes and converts the tiny model, runs every gate program (each must report
 # SKIPPED, exit 77, not crash or pass), checks each kipp command's flags against its --help, runs
-# kipp bench briefly on the CPU, the anchor's CPU self-check, and the server client against
-# kipp serve on the CPU.
+# kipp bench briefly on the CPU, the convergence gate's CPU run for a few steps, the training
+# bench's dry run (its PyTorch model on the CPU, kipp train on the CPU, every GPU command line up
+# to the device check), the anchor's CPU self-check, and the server client against kipp serve on
+# the CPU.
 #
 # Usage: scripts/gpu_check.sh OUT_DIR [--dry-run] [--budget SECONDS] [--only REGEX]
 # --only REGEX runs only the gates and measurements whose names match (for a short second run on
@@ -27,12 +31,14 @@
 set -uo pipefail
 
 # ---------------------------------------------------------------- what runs, in one place
-BUDGET_S=480            # the whole run; --budget overrides
-RESERVE_S=15            # kept for the summary at the end
-# Each phase ends at this share of the budget (or earlier steps' slack moves it forward).
-PHASE_END_PCT_GATES=55  # models + gates
-PHASE_END_PCT_BENCH=69
-PHASE_END_PCT_ANCHOR=88
+BUDGET_S=570            # the whole run; --budget overrides
+RESERVE_S=12            # kept for the summary at the end
+# Each phase ends at this share of the budget (or earlier steps' slack moves it forward): the
+# gates first (they decide the issues), then the measurements; serve runs until the reserve.
+PHASE_END_PCT_GATES=49  # models + serving and training gates
+PHASE_END_PCT_BENCH=57  # kipp bench
+PHASE_END_PCT_TRAIN=82  # the training bench
+PHASE_END_PCT_ANCHOR=93 # the PyTorch anchor
 MODELS_TIMEOUT_S=240
 BENCH_MODEL=qwen3-0.6b-bf16
 # name  timeout_s  kipp bench arguments (after --backend cuda -m MODEL --json FILE)
@@ -44,6 +50,7 @@ BENCH_RUNS=(
 ANCHOR_TIMEOUT_S=150
 ANCHOR_ARGS=(--prefill "512,2048" --batches "1,8,32,128" --prompt-len 512 --gen 32)
 SERVE_TIMEOUT_S=90
+TRAIN_BENCH_TIMEOUT_S=160
 SERVE_ARGS=(--levels "1,16,64" --rounds 2 --max-tokens 64 --ctx 1024)
 # The dry run's small versions, on the tiny model and the CPU.
 DRY_SERVE_ARGS=(--levels "1,2" --rounds 1 --max-tokens 4 --ctx 256 --server-arg=--backend=cpu)
@@ -123,6 +130,16 @@ run_step() {
   step_rc=$?
   t1=$(date +%s.%N)
   step_seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+}
+
+# finish_step NAME KIND LOG: records the measurement run_step just ran (anything but exit 0 is a
+# problem), with its log's last line as the note.
+finish_step() {
+  ((step_rc >= 0)) || return
+  local status; status="$(status_of "$2" "$step_rc")"
+  [[ "$status" == passed ]] || problems=$((problems + 1))
+  record "$1" "$2" "$status" "$step_rc" "$step_seconds" "${3##*/}" "$(tail -n1 "$3" | cut -c1-200)"
+  note "$1: $status (${step_seconds} s)"
 }
 
 status_of() {  # KIND RC -> status word
@@ -232,7 +249,8 @@ else
 fi
 
 # ---------------------------------------------------------------- the Python scripts compile
-pyfiles=(tools/make_synthetic.py tools/torch_reference.py bench/cuda_torch_anchor.py bench/serve_throughput.py scripts/gpu_summary.py)
+pyfiles=(tools/make_synthetic.py tools/torch_reference.py tools/train_reference.py bench/cuda_torch_anchor.py
+         bench/serve_throughput.py bench/train_cuda_vs_torch.py scripts/gpu_summary.py)
 if "$py" -m py_compile "${pyfiles[@]}" >"$logs/py_compile.log" 2>&1; then
   record py_compile setup passed 0 0 py_compile.log ""
 else
@@ -251,9 +269,14 @@ run_gate() {  # one row of scripts/gpu_gates.txt
   local scratch="$work/scratch/$name"
   mkdir -p "$scratch"
   rest="${rest//\{bin\}/$bundle/bin}"
+  rest="${rest//\{kipp\}/$kipp}"
   rest="${rest//\{models\}/$models}"
   rest="${rest//\{py\}/$pyw}"
   rest="${rest//\{ref\}/$repo/tools/torch_reference.py}"
+  rest="${rest//\{train_ref\}/$repo/tools/train_reference.py}"
+  rest="${rest//\{repo\}/$repo}"
+  rest="${rest//\{tokenizer\}/$bundle/tokenizer}"
+  rest="${rest//\{results\}/$work/results}"
   rest="${rest//\{scratch\}/$scratch}"
   local -a cmd
   read -ra cmd <<<"$rest"
@@ -279,7 +302,11 @@ run_gate() {  # one row of scripts/gpu_gates.txt
     fi
     return
   fi
-  LD_LIBRARY_PATH="$kipp_ld" run_step "$name" "$kind" "$limit" "$log" "${cmd[@]}"
+  # The bundle's programs run with its libraries; scripts with the machine's own (they start kipp
+  # through {kipp}, the wrapper that has them).
+  local ld="$orig_ld"
+  [[ "${cmd[0]}" == "$bundle"/bin/* ]] && ld="$kipp_ld"
+  LD_LIBRARY_PATH="$ld" run_step "$name" "$kind" "$limit" "$log" "${cmd[@]}"
   ((step_rc < 0)) && return
   local status; status="$(status_of "$kind" "$step_rc")"
   local why=""
@@ -324,23 +351,32 @@ make_models() {
 export -f make_models
 export dry models bundle logs kipp pyw
 
-note "models: making the synthetic checkpoints under $models"
-models_limit=$((phase_end - $(date +%s)))
-((models_limit > MODELS_TIMEOUT_S)) && models_limit=$MODELS_TIMEOUT_S
-models_t0=$(date +%s)
-timeout -k 5 "$models_limit" bash -c make_models >"$logs/models.log" 2>&1 &
-models_pid=$!
-for row in "${gate_rows[@]}"; do needs_models "$row" || run_gate "$row"; done
-wait "$models_pid"
-models_rc=$?
-models_s=$(($(date +%s) - models_t0))
-if [[ "$models_rc" == 0 ]]; then
-  record models setup passed 0 "$models_s" models.log "$(ls "$models" | tr '\n' ' ')"
-else
-  record models setup failed "$models_rc" "$models_s" models.log "$(tail -n1 "$logs/models.log")"
-  problems=$((problems + 1))
+# Only what --only selects needs the models (a rerun of the training steps on a fresh machine
+# does not wait for them).
+models_wanted=0
+for row in "${gate_rows[@]}"; do needs_models "$row" && selected "${row%% *}" && models_wanted=1; done
+for name in "${BENCH_RUNS[@]%% *}" bench_cpu torch_anchor serve; do selected "$name" && models_wanted=1; done
+if [[ $models_wanted == 1 ]]; then
+  note "models: making the synthetic checkpoints under $models"
+  models_limit=$((phase_end - $(date +%s)))
+  ((models_limit > MODELS_TIMEOUT_S)) && models_limit=$MODELS_TIMEOUT_S
+  models_t0=$(date +%s)
+  timeout -k 5 "$models_limit" bash -c make_models >"$logs/models.log" 2>&1 &
+  models_pid=$!
 fi
-note "models: exit $models_rc, ${models_s} s"
+for row in "${gate_rows[@]}"; do needs_models "$row" || run_gate "$row"; done
+if [[ $models_wanted == 1 ]]; then
+  wait "$models_pid"
+  models_rc=$?
+  models_s=$(($(date +%s) - models_t0))
+  if [[ "$models_rc" == 0 ]]; then
+    record models setup passed 0 "$models_s" models.log "$(ls "$models" | tr '\n' ' ')"
+  else
+    record models setup failed "$models_rc" "$models_s" models.log "$(tail -n1 "$logs/models.log")"
+    problems=$((problems + 1))
+  fi
+  note "models: exit $models_rc, ${models_s} s"
+fi
 for row in "${gate_rows[@]}"; do needs_models "$row" && run_gate "$row"; done
 
 # ---------------------------------------------------------------- kipp bench --backend cuda
@@ -366,24 +402,35 @@ if [[ $dry == 1 && $bench_selected == 1 ]]; then
   # One small run on the CPU: the flags parse and the summary reads the JSON.
   run_step bench_cpu bench 60 "$logs/bench_cpu.log" "$kipp" bench -m "$models/tiny-bf16.gguf" "${DRY_BENCH_ARGS[@]}" \
     --json "$work/results/bench_cpu.json"
-  if ((step_rc >= 0)); then
-    status="$(status_of bench "$step_rc")"
-    [[ "$status" == passed ]] || problems=$((problems + 1))
-    record bench_cpu bench "$status" "$step_rc" "$step_seconds" bench_cpu.log "$(tail -n1 "$logs/bench_cpu.log" | cut -c1-200)"
-  fi
+  finish_step bench_cpu bench "$logs/bench_cpu.log"
 elif [[ $dry == 0 ]]; then
   for row in "${BENCH_RUNS[@]}"; do
     read -ra words <<<"$row"
     name="${words[0]}"
     run_step "$name" bench "${words[1]}" "$logs/$name.log" "$kipp" bench --backend cuda -m "$bench_model" \
       "${words[@]:2}" --json "$work/results/$name.json"
-    ((step_rc < 0)) && continue
-    status="$(status_of bench "$step_rc")"
-    [[ "$status" == passed ]] || problems=$((problems + 1))
-    record "$name" bench "$status" "$step_rc" "$step_seconds" "$name.log" "$(tail -n1 "$logs/$name.log" | cut -c1-200)"
-    note "$name: $status (${step_seconds} s)"
+    finish_step "$name" bench "$logs/$name.log"
   done
 fi
+
+# ---------------------------------------------------------------- training: kipp train against PyTorch
+phase_end=$((t_start + BUDGET_S * PHASE_END_PCT_TRAIN / 100))
+if [[ $dry == 1 ]]; then
+  # The convergence gate's CPU run, a few steps: its command line and its reading of the log.
+  run_step train_convergence_cpu bench 120 "$logs/train_convergence_cpu.log" tests/integration/train_convergence_cuda.sh \
+    "$kipp" configs/tiny.yaml tests/train/corpus.md "$work/scratch/train_convergence_cpu" --steps 3 --cpu-only
+  finish_step train_convergence_cpu bench "$logs/train_convergence_cpu.log"
+  train_bench=(--dry-run)
+else
+  train_bench=()
+fi
+# The bench starts no measurement too close to its end and writes its JSON after each one.
+left=$((phase_end - $(date +%s)))
+((left > TRAIN_BENCH_TIMEOUT_S)) && left=$TRAIN_BENCH_TIMEOUT_S
+run_step train_bench bench "$TRAIN_BENCH_TIMEOUT_S" "$logs/train_bench.log" "$pyw" bench/train_cuda_vs_torch.py \
+  --kipp "$kipp" --work "$work/scratch/train_bench" --out "$work/results/train_bench.json" \
+  --budget-s $((left > 20 ? left - 8 : 12)) "${train_bench[@]}"
+finish_step train_bench bench "$logs/train_bench.log"
 
 # ---------------------------------------------------------------- the PyTorch anchor
 phase_end=$((t_start + BUDGET_S * PHASE_END_PCT_ANCHOR / 100))
@@ -397,12 +444,7 @@ left=$((phase_end - $(date +%s)))
 ((left > ANCHOR_TIMEOUT_S)) && left=$ANCHOR_TIMEOUT_S
 run_step torch_anchor bench "$ANCHOR_TIMEOUT_S" "$logs/torch_anchor.log" "$pyw" bench/cuda_torch_anchor.py \
   "${anchor[@]}" --out "$work/results/torch_anchor.json" --budget-s $((left > 60 ? left - 40 : 20))
-if ((step_rc >= 0)); then
-  status="$(status_of bench "$step_rc")"
-  [[ "$status" == passed ]] || problems=$((problems + 1))
-  record torch_anchor bench "$status" "$step_rc" "$step_seconds" torch_anchor.log "$(tail -n1 "$logs/torch_anchor.log" | cut -c1-200)"
-  note "torch_anchor: $status (${step_seconds} s)"
-fi
+finish_step torch_anchor bench "$logs/torch_anchor.log"
 
 # ---------------------------------------------------------------- server throughput
 phase_end=$run_end
@@ -413,12 +455,7 @@ else
 fi
 run_step serve bench "$SERVE_TIMEOUT_S" "$logs/serve.log" "$pyw" bench/serve_throughput.py --kipp "$kipp" \
   "${serve[@]}" --out "$work/results/serve.json"
-if ((step_rc >= 0)); then
-  status="$(status_of bench "$step_rc")"
-  [[ "$status" == passed ]] || problems=$((problems + 1))
-  record serve bench "$status" "$step_rc" "$step_seconds" serve.log "$(tail -n1 "$logs/serve.log" | cut -c1-200)"
-  note "serve: $status (${step_seconds} s)"
-fi
+finish_step serve bench "$logs/serve.log"
 
 # ---------------------------------------------------------------- results
 for f in "$logs"/*.log; do

@@ -2,14 +2,17 @@
 """gpu_summary.py: the results of scripts/gpu_check.sh as OUT/summary.json and a short table.
 
 Reads the steps table the check wrote (name, kind, status, exit code, seconds, log, note per
-line), the JSON results (kipp bench runs bench_*.json, torch_anchor.json, serve.json, gpu.csv)
-and the bundle's BUILD_INFO; writes OUT/summary.json, OUT/bench_cuda.json (the bench runs, one
-list), OUT/torch_anchor.json and OUT/serve_cuda.json; prints the table last. The headline
-figures are set beside the targets of the CUDA issue for the 0.6b BF16 model.
+line), the JSON results (kipp bench runs bench_*.json, torch_anchor.json, serve.json, the
+training bench's train_bench.json, the convergence gate's train_convergence.json, gpu.csv) and
+the bundle's BUILD_INFO; writes OUT/summary.json, OUT/bench_cuda.json (the bench runs, one
+list), OUT/torch_anchor.json, OUT/serve_cuda.json and OUT/train_cuda.json; prints the table
+last. The headline figures are set beside the targets: serving's for the 0.6b BF16 model,
+training's for the small config (and the 6 GB recipe, and the convergence gate's 2%).
 """
 
 import argparse
 import csv
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -79,18 +82,63 @@ def ratio(a, b):
     return a / b if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b else None
 
 
-def targets(bench, anchor):
-    """The issue's targets for the 0.6b BF16 model, each with the measured value (None: not measured)."""
+def verdict(target):
+    """The target with "met" set: None when not measured; "better" says which way (default higher)."""
+    v, t = target["value"], target["target"]
+    target.setdefault("better", "higher")
+    measured = isinstance(v, (int, float)) and isinstance(t, (int, float))
+    target["met"] = None if not measured else (v >= t if target["better"] == "higher" else v <= t)
+    return target
+
+
+def serving_targets(bench, anchor):
+    """The serving targets for the 0.6b BF16 model, each with the measured value (None: not measured)."""
     dec = bench["decode"] or {}
     b1 = dec.get("tokens_per_second")
     b32 = get(bench, "batch", "32", "tokens_per_second")
     torch_b1 = get(anchor, "eager", "decode", "1")
-    return [
+    return [verdict(t) for t in [
         {"what": "decode batch 1, fraction of measured bandwidth", "target": 0.60, "value": dec.get("bandwidth_fraction")},
         {"what": "decode batch 1 / PyTorch eager", "target": 3.0, "value": ratio(b1, torch_b1)},
         {"what": "decode batch 32 / batch 1 (aggregate)", "target": 15.0, "value": ratio(b32, b1)},
         {"what": "prefill 2048, fraction of BF16 peak", "target": 0.50, "value": get(bench, "prefill", "2048", "fraction_of_peak")},
-    ]
+    ]]
+
+
+TRAINING_GATES = ("cuda_train_gates", "train_resume_cuda", "train_convergence_cuda")
+
+
+def training_figures(train, convergence, steps):
+    """Per case of the training bench: tokens/s, MFU and peak GPU memory of Kipp and PyTorch, the
+    ratios; the convergence gate's losses; the training gates' statuses."""
+    cases = {}
+    for name, case in (get(train, "cases") or {}).items():
+        runs = case.get("runs") or {}
+        row = {"batch": case.get("batch"), "seq_len": case.get("seq_len"),
+               "kipp_over_torch_eager": case.get("kipp_over_torch_eager"),
+               "kipp_over_torch_compile": case.get("kipp_over_torch_compile")}
+        for label, run in runs.items():
+            row[label] = {"tokens_per_s": run.get("tokens_per_s"), "mfu": run.get("mfu"),
+                          "peak_bytes": run.get("peak_gpu_memory_bytes", run.get("peak_allocated_bytes")),
+                          "error": run.get("error") or run.get("skipped")}
+        cases[name] = row
+    gates = {s["name"]: s["status"] for s in steps if s["name"] in TRAINING_GATES}
+    return {"cases": cases, "convergence": convergence if isinstance(convergence, dict) else None, "gates": gates}
+
+
+def training_targets(train, convergence):
+    """The training targets: the training bench's (bench/train_cuda_vs_torch.py's TARGETS: the small
+    config, the 6 GB recipe), each valued from its JSON, and the convergence gate's tolerance."""
+    spec = importlib.util.spec_from_file_location("train_bench", Path(__file__).resolve().parent.parent / "bench" /
+                                                  "train_cuda_vs_torch.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    found = [verdict({"what": what, "target": bound, "better": better,
+                      "value": get(train, "cases", name, key)}) for what, bound, better, (name, key) in bench.TARGETS]
+    found.append(verdict({"what": "tiny config: GPU against CPU final validation loss, relative difference",
+                          "target": get(convergence, "tolerance"), "better": "lower",
+                          "value": get(convergence, "relative_difference")}))
+    return found
 
 
 def fmt(x, digits=1):
@@ -138,11 +186,16 @@ def main(argv=None):
     bench = bench_figures(runs)
     anchor_fig = anchor_figures(anchor) if isinstance(anchor, dict) else None
     serve_fig = {str(lv.get("concurrency")): lv.get("tokens_per_s") for lv in get(serve, "levels") or []}
+    train = load_json(results / "train_bench.json")
+    convergence = load_json(results / "train_convergence.json")
+    train_fig = training_figures(train, convergence, steps)
 
     summary = {"dry_run": bool(args.dry_run), "seconds": args.seconds, "problems": args.problems,
                "gpu": gpu, "bundle": build, "steps": steps,
-               "figures": {"kipp_bench": bench, "torch_anchor": anchor_fig, "serve_tokens_per_second": serve_fig},
-               "targets": targets(bench, anchor_fig or {})}
+               "figures": {"kipp_bench": bench, "torch_anchor": anchor_fig, "serve_tokens_per_second": serve_fig,
+                           "training": train_fig},
+               "targets": {"serving": serving_targets(bench, anchor_fig or {}),
+                           "training": training_targets(train, convergence)}}
     write_json(out / "summary.json", summary)
     if runs:
         write_json(out / "bench_cuda.json", runs)
@@ -150,6 +203,8 @@ def main(argv=None):
         write_json(out / "torch_anchor.json", anchor)
     if serve is not None:
         write_json(out / "serve_cuda.json", serve)
+    if train is not None:
+        write_json(out / "train_cuda.json", train)
 
     card = (gpu or {}).get("name", "no GPU (dry run)" if args.dry_run else "unknown GPU")
     print()
@@ -179,11 +234,37 @@ def main(argv=None):
                 print(f"PyTorch {mode:8} prefill {pre}; decode {dec}")
         if serve_fig:
             print("kipp serve tokens/s: " + ", ".join(f"c{k}: {fmt(v)}" for k, v in serve_fig.items()))
-        for t in summary["targets"]:
-            v = t["value"]
-            verdict = "-" if v is None else ("met" if v >= t["target"] else "missed")
-            print(f"target {t['what']}: {fmt(v, 3)} (target {t['target']}) {verdict}")
+        print_training(train_fig)
+        for kind, found in summary["targets"].items():
+            for t in found:
+                word = "not measured" if t["met"] is None else ("met" if t["met"] else "missed")
+                bound = "at least" if t["better"] == "higher" else "at most"
+                print(f"{kind} target {t['what']}: {fmt(t['value'], 3)} ({bound} {t['target']}) {word}")
     return 0
+
+
+def print_training(fig):
+    gates = ", ".join(f"{n} {s}" for n, s in fig["gates"].items()) or "-"
+    print(f"training gates: {gates}")
+    conv = fig["convergence"]
+    if conv:
+        print(f"  convergence: final validation loss CPU {fmt(conv.get('cpu_validation_loss'), 4)}, "
+              f"GPU {fmt(conv.get('gpu_validation_loss'), 4)}, relative difference {fmt(conv.get('relative_difference'), 4)}")
+    if fig["cases"]:
+        print("kipp train --device cuda vs PyTorch, tokens/s (MFU, peak GiB):")
+    for name, row in fig["cases"].items():
+        parts = []
+        for label in ("kipp", "torch_eager", "torch_compile"):
+            run = row.get(label)
+            if run is None:
+                continue
+            if run["tokens_per_s"] is None:
+                parts.append(f"{label} {(run['error'] or 'not measured')[:60]}")
+            else:
+                peak = run["peak_bytes"] / (1 << 30) if run["peak_bytes"] else None
+                parts.append(f"{label} {fmt(run['tokens_per_s'], 0)} ({fmt(run['mfu'], 3)}, {fmt(peak, 2)})")
+        print(f"  {name} {row['batch']}x{row['seq_len']}: " + "; ".join(parts) +
+              f"; kipp/eager x{fmt(row['kipp_over_torch_eager'], 2)}, kipp/compile x{fmt(row['kipp_over_torch_compile'], 2)}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 # each time, all end with weights and optimizer state bitwise equal to an
 # uninterrupted run.
 # Usage: train_resume.sh KIPP CONFIG TOKENIZER_JSON CORPUS WORK_DIR [--set KEY=VALUE ...]
-# (the extra overrides apply to every run, e.g. --set train.precision=bf16)
+# (the extra overrides apply to every run, e.g. --set train.precision=bf16 or train.device=cuda).
+# Exit 0 pass, 77 when the runs ask for a GPU that is not usable here, 1 fail.
 set -euo pipefail
 kipp=$1 config=$2 tokenizer=$3 corpus=$4 work=$5
 shift 5
@@ -30,7 +31,13 @@ same() {  # same RUN_A RUN_B
   echo "bitwise equal: $2 and $1"
 }
 
-"$kipp" train --config "$config" "${common[@]}" --set "run.dir=$work/straight" >"$work/straight.log"
+# A run asked for a GPU it cannot use (train.device cuda, no usable GPU) is SKIPPED (77).
+if ! "$kipp" train --config "$config" "${common[@]}" --set "run.dir=$work/straight" >"$work/straight.log" 2>"$work/straight.err"; then
+  reason=$(grep -m1 "train.device: cuda, but" "$work/straight.err" || true)
+  [[ -z "$reason" ]] || { echo "SKIPPED: ${reason#kipp: error: }"; exit 77; }
+  cat "$work/straight.err" >&2
+  exit 1
+fi
 grep -q '"epoch": 1' "$work/straight/latest/trainer_state.json" ||
   { echo "FAIL: the run did not reach a second epoch" >&2; exit 1; }
 
