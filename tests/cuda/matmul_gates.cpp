@@ -1,6 +1,7 @@
 // GPU gates of the CUDA products (kernels/cuda/matmul.h) against the CPU reference on the same
 // prepared inputs, for BF16, Q8_0 and affine4 random matrices, every path (decode rows 1..8,
-// cuBLASLt and tiled rows above) and every epilogue; then the BF16 decode bandwidth, printed.
+// cuBLASLt and tiled rows above) and every epilogue, each also captured in a CUDA graph and
+// replayed (bitwise the direct run); then the BF16 decode bandwidth, printed.
 // Exits 77 with "SKIPPED: <why>" where there is no GPU.
 //
 // Bounds. Input preparation is bitwise. A product differs from kernels::ref::matmul only in the
@@ -222,6 +223,37 @@ std::vector<double> term_magnitudes(const kipp::kernels::WeightMatrix& w, const 
   return sums;
 }
 
+// The product of `epilogue` captured in a CUDA graph on a stream of its own and replayed once,
+// over `out` reset to `start`: what the backend does with a step shape that ran once directly.
+// The error of the capture or the launch, else the outputs.
+kipp::Expected<std::vector<float>> graph_replay(kipp::cuda::MatmulContext& context, const kipp::cuda::DeviceMatrix& w,
+                                                const kipp::cuda::DeviceMatrix* up, const kipp::cuda::DeviceInput& in,
+                                                float* out, const std::vector<float>& start, uint32_t out_stride,
+                                                Epilogue epilogue) {
+  upload(out, start);
+  cudaStream_t stream;
+  cuda_or_die(cudaStreamCreate(&stream), "cudaStreamCreate");
+  cudaGraph_t graph = nullptr;
+  cuda_or_die(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  const kipp::Status status = kipp::cuda::matmul(context, w, up, in, out, out_stride, epilogue, stream);
+  const cudaError_t captured = cudaStreamEndCapture(stream, &graph);
+  std::string failure = !status.ok()              ? status.message()
+                        : captured != cudaSuccess ? std::string("capture: ") + cudaGetErrorString(captured)
+                                                  : "";
+  if (failure.empty()) {
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t ran = cudaGraphInstantiate(&exec, graph, 0);
+    if (ran == cudaSuccess) ran = cudaGraphLaunch(exec, stream);
+    if (ran == cudaSuccess) ran = cudaStreamSynchronize(stream);
+    if (ran != cudaSuccess) failure = std::string("replay: ") + cudaGetErrorString(ran);
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  if (!failure.empty()) return kipp::make_error(failure);
+  return download(out, start.size());
+}
+
 struct Case {
   GgmlType type;
   uint32_t outputs, cols;
@@ -286,6 +318,11 @@ void gate_products(kipp::cuda::MatmulContext& context, const Case& c) {
         continue;
       }
       const std::vector<float> gpu = download(out.data, start.size());
+      const auto replayed = graph_replay(context, w, epilogue == Epilogue::SwiGlu ? &up : nullptr, in, out.data, start,
+                                         out_stride, epilogue);
+      report(replayed.ok() && std::memcmp(replayed->data(), gpu.data(), gpu.size() * sizeof(float)) == 0,
+             name + " captured in a graph" +
+                 (replayed.ok() ? ": the replay bitwise the direct run" : ": " + replayed.message()));
       double worst = 0, error2 = 0, ref2 = 0;
       size_t violations = 0, equal = 0, padding = 0;
       for (size_t r = 0; r < rows; ++r) {
@@ -403,7 +440,7 @@ int main() {
   }
   std::printf("device: %s (sm_%d%d)\n", device->name.c_str(), device->compute_major, device->compute_minor);
   constexpr uint32_t kHeadRows = 151936;
-  auto context = kipp::cuda::create_matmul_context(512, kHeadRows);
+  auto context = kipp::cuda::create_matmul_context(512, kHeadRows, 3072);
   if (!context.ok()) {
     std::printf("FAIL create_matmul_context: %s\n", context.message().c_str());
     return 1;

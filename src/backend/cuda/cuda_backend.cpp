@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "backend/cuda/cuda_device.h"
@@ -43,6 +44,8 @@ constexpr uint32_t kMaxAttentionSplits = 16;
 constexpr uint64_t kPartialCapacity = uint64_t{1} << 16;
 // Captured decode graphs kept at most (the oldest goes first).
 constexpr size_t kMaxGraphs = 16;
+// Step shapes remembered as run once outside a graph; the record starts over when it is full.
+constexpr size_t kMaxSeenShapes = 1024;
 // Device allocations are aligned to this many bytes (what vector loads and cuBLASLt want).
 constexpr uint64_t kAlign = 256;
 
@@ -203,14 +206,14 @@ class CudaBackend final : public Backend {
 
  private:
   // ---- One step: its metadata uploaded in one copy, then the forward pass, replayed from a
-  // captured graph for decode-shaped steps.
+  // captured graph for steps of one tile per item (decode steps of any batch, and single-tile
+  // prefills) from the second time their shape runs. The first run of a shape goes outside a
+  // graph so that cuBLASLt chooses the algorithms of its products on the host, not in a capture.
 
   Status run_step(std::span<const EvalItem> items, const StepPlan& plan, const std::vector<uint64_t>& kv_bases) {
     KIPP_RETURN_IF_ERROR(upload_metadata(plan, kv_bases));
     const bool single_pass = plan.logits.size() <= kLogitRowsPerPass;
-    if (observer_ == nullptr && single_pass && plan.tiles.size() == plan.items.size() &&
-        cuda::matmul_graph_safe(plan.rows()) &&
-        (plan.logits.empty() || cuda::matmul_graph_safe(static_cast<uint32_t>(plan.logits.size())))) {
+    if (observer_ == nullptr && single_pass && plan.tiles.size() == plan.items.size() && ran_before(graph_key(plan))) {
       KIPP_ASSIGN_OR_RETURN(cudaGraphExec_t exec, decode_graph(plan));
       KIPP_RETURN_IF_ERROR(cuda_status(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch"));
       return finish_logit_pass(items, plan, 0);
@@ -238,10 +241,22 @@ class CudaBackend final : public Backend {
     return cuda_status(cudaEventRecord(metadata_ready_, stream_), "cudaEventRecord");
   }
 
-  // The captured graph of a decode step of this shape: its layers and its one logit pass.
+  static GraphKey graph_key(const StepPlan& plan) {
+    return {plan.rows(), static_cast<uint32_t>(plan.items.size()), static_cast<uint32_t>(plan.logits.size()),
+            max_tile_rows(plan), plan.splits};
+  }
+
+  // True when a step of this shape has run before; records it otherwise.
+  bool ran_before(const GraphKey& key) {
+    if (graphs_.contains(key) || seen_shapes_.contains(key)) return true;
+    if (seen_shapes_.size() >= kMaxSeenShapes) seen_shapes_.clear();
+    seen_shapes_.insert(key);
+    return false;
+  }
+
+  // The captured graph of a step of this shape: its layers and its one logit pass.
   Expected<cudaGraphExec_t> decode_graph(const StepPlan& plan) {
-    const GraphKey key{plan.rows(), static_cast<uint32_t>(plan.items.size()), static_cast<uint32_t>(plan.logits.size()),
-                       max_tile_rows(plan), plan.splits};
+    const GraphKey key = graph_key(plan);
     if (auto found = graphs_.find(key); found != graphs_.end()) return found->second.exec;
     if (graphs_.size() >= kMaxGraphs) {
       cudaGraphExecDestroy(graphs_.at(graph_order_.front()).exec);
@@ -625,7 +640,7 @@ class CudaBackend final : public Backend {
 
   Status allocate_scratch() {
     uint32_t max_outputs = std::max({qkv_width_, config_.hidden_size, config_.ffn_size, config_.vocab_size});
-    KIPP_ASSIGN_OR_RETURN(matmul_, cuda::create_matmul_context(step_rows_, max_outputs));
+    KIPP_ASSIGN_OR_RETURN(matmul_, cuda::create_matmul_context(step_rows_, max_outputs, config_.ffn_size));
     const std::vector<ScratchPart> parts = scratch_parts();
     scratch_bytes_ = scratch_plan();
     KIPP_ASSIGN_OR_RETURN(scratch_, device_alloc(scratch_bytes_, "the activation scratch"));
@@ -686,6 +701,7 @@ class CudaBackend final : public Backend {
 
   std::map<GraphKey, Graph> graphs_;
   std::deque<GraphKey> graph_order_;
+  std::set<GraphKey> seen_shapes_;
   std::shared_ptr<std::atomic<uint64_t>> live_kv_bytes_ = std::make_shared<std::atomic<uint64_t>>(0);
   ActivationObserver* observer_ = nullptr;
 };

@@ -24,11 +24,13 @@ class Context final : public MatmulContext {
 
 }  // namespace
 
-Expected<std::unique_ptr<MatmulContext>> create_matmul_context(uint32_t max_rows, uint32_t max_outputs) {
+Expected<std::unique_ptr<MatmulContext>> create_matmul_context(uint32_t max_rows, uint32_t max_outputs,
+                                                               uint32_t max_swiglu_outputs) {
   if (max_rows == 0 || max_outputs == 0) return make_error("a CUDA matmul context needs at least one row and output");
+  if (max_swiglu_outputs == 0 || max_swiglu_outputs > max_outputs) max_swiglu_outputs = max_outputs;
   std::unique_ptr<CublasProducts> cublas;
   if (max_rows > kDecodeRows) {
-    auto created = CublasProducts::create();
+    auto created = CublasProducts::create(uint64_t{max_rows} * max_swiglu_outputs);
     if (!created.ok()) return make_error("CUDA BF16 products of many rows: " + created.message());
     cublas = std::move(created).value();
   }
@@ -54,7 +56,5 @@ Status matmul(MatmulContext& context, const DeviceMatrix& w, const DeviceMatrix*
   }
   return ok_status();
 }
-
-bool matmul_graph_safe(uint32_t rows) { return rows <= kDecodeRows; }
 
 }  // namespace kipp::cuda

@@ -57,8 +57,10 @@ enum class Epilogue {
   SwiGlu,      // out = silu(w . x) * (up . x): w is the gate projection, `up` the up projection
 };
 
-// cuBLASLt's handle and workspace, the scratch of the paths that need one, and the algorithms
-// chosen per shape. One per stream; capture in a CUDA graph is allowed for the few-row paths.
+// cuBLASLt's handle and workspace, the scratch of the paths that need one (allocated with the
+// context, never moved, so captured graphs stay valid), and the algorithms chosen per shape. One
+// per stream. Every path may be captured in a CUDA graph once each of its shapes has run outside
+// one: cuBLASLt chooses a new shape's algorithm on the host.
 class MatmulContext {
  public:
   virtual ~MatmulContext() = default;
@@ -66,18 +68,16 @@ class MatmulContext {
   virtual uint64_t device_bytes() const = 0;
 };
 
-// A context for products of up to `max_rows` input rows and `max_outputs` output features.
-// Fails with a clear message when cuBLASLt cannot be opened or memory runs out.
-Expected<std::unique_ptr<MatmulContext>> create_matmul_context(uint32_t max_rows, uint32_t max_outputs);
+// A context for products of up to `max_rows` input rows and `max_outputs` output features, the
+// SwiGlu products up to `max_swiglu_outputs` (0: max_outputs). Fails with a clear message when
+// cuBLASLt cannot be opened or memory runs out.
+Expected<std::unique_ptr<MatmulContext>> create_matmul_context(uint32_t max_rows, uint32_t max_outputs,
+                                                               uint32_t max_swiglu_outputs = 0);
 
 // out (device floats) per `epilogue` from w (and `up` for SwiGlu: same type and shape as w) and
 // the prepared input `in` (in.format == kernels::input_format(w.type), in.cols == w.cols).
 // Enqueues on `stream`; an error names the failed launch or cuBLASLt call.
 Status matmul(MatmulContext& context, const DeviceMatrix& w, const DeviceMatrix* up, const DeviceInput& in, float* out,
               uint32_t out_stride, Epilogue epilogue, cudaStream_t stream);
-
-// True when matmul() takes a path that may be captured in a CUDA graph for `rows` input rows
-// (the decode paths; cuBLASLt paths are run directly).
-bool matmul_graph_safe(uint32_t rows);
 
 }  // namespace kipp::cuda

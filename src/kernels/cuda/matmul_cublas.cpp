@@ -1,5 +1,6 @@
 #include "kernels/cuda/matmul_cublas.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/cuda/launch_status.h"
@@ -42,17 +43,25 @@ struct CublasProducts::Plan {
 
 CublasProducts::CublasProducts(const CublasLt* lt, cublasLtHandle_t handle) : lt_(lt), handle_(handle) {}
 
-Expected<std::unique_ptr<CublasProducts>> CublasProducts::create() {
+Expected<std::unique_ptr<CublasProducts>> CublasProducts::create(uint64_t swiglu_floats) {
   KIPP_ASSIGN_OR_RETURN(const CublasLt* lt, cublas_lt());
   cublasLtHandle_t handle = nullptr;
   KIPP_RETURN_IF_ERROR(lt->check(lt->create(&handle), "cublasLtCreate"));
   std::unique_ptr<CublasProducts> products(new CublasProducts(lt, handle));
-  if (const cudaError_t e = cudaMalloc(&products->workspace_, kWorkspaceBytes); e != cudaSuccess) {
-    cudaGetLastError();  // not sticky: cleared so that the next launch does not report it as its own
-    return make_error("cannot allocate cuBLASLt's " + std::to_string(kWorkspaceBytes >> 20) +
-                      " MiB workspace on the GPU: " + cudaGetErrorString(e));
-  }
+  const auto allocate = [](void** p, uint64_t bytes, const std::string& what) -> Status {
+    if (const cudaError_t e = cudaMalloc(p, bytes); e != cudaSuccess) {
+      cudaGetLastError();  // not sticky: cleared so that the next launch does not report it as its own
+      return make_error("cannot allocate " + what + " (" + std::to_string(bytes >> 20) +
+                        " MiB) on the GPU: " + cudaGetErrorString(e));
+    }
+    return ok_status();
+  };
+  KIPP_RETURN_IF_ERROR(allocate(&products->workspace_, kWorkspaceBytes, "cuBLASLt's workspace"));
   products->workspace_bytes_ = kWorkspaceBytes;
+  const uint64_t scratch_bytes = std::max<uint64_t>(swiglu_floats, 1) * sizeof(float);
+  KIPP_RETURN_IF_ERROR(
+      allocate(reinterpret_cast<void**>(&products->scratch_), scratch_bytes, "the SwiGlu products' scratch"));
+  products->scratch_bytes_ = scratch_bytes;
   return products;
 }
 
@@ -132,18 +141,9 @@ Status CublasProducts::product(const DeviceMatrix& w, const DeviceInput& in, flo
 
 Status CublasProducts::swiglu(const DeviceMatrix& w, const DeviceMatrix& up, const DeviceInput& in, float* out,
                               uint32_t out_stride, cudaStream_t stream) {
-  const uint64_t bytes = uint64_t{in.rows} * w.rows * sizeof(float);
-  if (bytes > scratch_bytes_) {
-    // Work queued on the old scratch finishes first: cudaFree waits for the device.
-    KIPP_RETURN_IF_ERROR(cuda_status(cudaFree(scratch_), "cudaFree(SwiGlu scratch)"));
-    scratch_ = nullptr;
-    scratch_bytes_ = 0;
-    if (const cudaError_t e = cudaMalloc(&scratch_, bytes); e != cudaSuccess) {
-      cudaGetLastError();  // not sticky: cleared so that the next launch does not report it as its own
-      return cuda_status(e, "cudaMalloc(SwiGlu scratch)");
-    }
-    scratch_bytes_ = bytes;
-  }
+  if (uint64_t{in.rows} * w.rows * sizeof(float) > scratch_bytes_)
+    return make_error("a SwiGlu product of " + std::to_string(in.rows) + " rows x " + std::to_string(w.rows) +
+                      " outputs exceeds the scratch its CUDA matmul context was created for");
   KIPP_RETURN_IF_ERROR(product(w, in, out, out_stride, 0.0f, stream));
   KIPP_RETURN_IF_ERROR(product(up, in, scratch_, w.rows, 0.0f, stream));
   return launch_swiglu(out, out_stride, scratch_, in.rows, w.rows, stream);

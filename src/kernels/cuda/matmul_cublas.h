@@ -17,8 +17,9 @@ namespace kipp::cuda {
 
 class CublasProducts {
  public:
-  // Opens cuBLASLt (kernels/cuda/cublas_lt.h) and allocates its workspace.
-  static Expected<std::unique_ptr<CublasProducts>> create();
+  // Opens cuBLASLt (kernels/cuda/cublas_lt.h) and allocates its workspace and the SwiGlu
+  // scratch of `swiglu_floats` (the most rows x outputs a SwiGlu product may have).
+  static Expected<std::unique_ptr<CublasProducts>> create(uint64_t swiglu_floats);
   ~CublasProducts();
   CublasProducts(const CublasProducts&) = delete;
   CublasProducts& operator=(const CublasProducts&) = delete;
@@ -26,7 +27,8 @@ class CublasProducts {
   // out = w . in (beta 0) or out += w . in (beta 1), FP32 sums and results.
   Status product(const DeviceMatrix& w, const DeviceInput& in, float* out, uint32_t out_stride, float beta,
                  cudaStream_t stream);
-  // out = silu(w . in) * (up . in): the gate product into out, the up product into scratch.
+  // out = silu(w . in) * (up . in): the gate product into out, the up product into the scratch
+  // (an error when rows x outputs exceed it).
   Status swiglu(const DeviceMatrix& w, const DeviceMatrix& up, const DeviceInput& in, float* out, uint32_t out_stride,
                 cudaStream_t stream);
 
@@ -44,7 +46,7 @@ class CublasProducts {
   cublasLtHandle_t handle_;
   void* workspace_ = nullptr;
   uint64_t workspace_bytes_ = 0;
-  float* scratch_ = nullptr;  // grown to the largest SwiGlu's rows x outputs
+  float* scratch_ = nullptr;  // the up product of a SwiGlu
   uint64_t scratch_bytes_ = 0;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
 };
