@@ -16,7 +16,7 @@
 namespace kipp::train::cuda {
 
 // Fails with the reason when there is no usable GPU, cuBLASLt cannot be opened, the device
-// memory does not suffice, or an option has no GPU version yet (recompute_blocks).
+// memory does not suffice, or head_dim is not a multiple of 32 up to 256.
 Expected<std::unique_ptr<TrainingModel>> create_cuda_training_model(const ParameterLayout& layout,
                                                                     const TrainingModelOptions& options);
 
