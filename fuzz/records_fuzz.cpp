@@ -70,7 +70,8 @@ void read_all(const std::string& path, const kipp::data::DatasetOptions& options
     if (record.is_conversation()) {
       check(record.text.empty());
       for (const auto& message : record.messages) {
-        check(message.role == "system" || message.role == "user" || message.role == "assistant");
+        check(message.role == "system" || message.role == "user" || message.role == "assistant" ||
+              message.role == "tool");
         check(!kipp::utf8::first_invalid_byte(message.content));
       }
     } else {

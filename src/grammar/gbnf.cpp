@@ -10,6 +10,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_ir.h"
+#include "grammar/repeat_bounds.h"
 #include "grammar/string_patterns.h"
 
 namespace kipp::grammar {
@@ -178,34 +179,13 @@ class GbnfParser {
     }
     if (q != '{') return B::ref(rule);
     ++pos_;
-    skip(false);
-    uint32_t min = 0, max = 0;
-    const bool has_min = number(min);
-    skip(false);
-    max = min;
-    if (!at_end() && peek() == ',') {
-      ++pos_;
-      skip(false);
-      if (!number(max)) max = kUnbounded;
-      skip(false);
-    } else if (!has_min) {
-      return error("expected a number in '{}'");
-    }
-    if (at_end() || peek() != '}') return error("expected '}'");
-    ++pos_;
-    if (max < min) return error("a repetition {m,n} with n below m");
-    return B::repeat(rule, min, max);
-  }
-
-  bool number(uint32_t& out) {
-    const size_t start = pos_;
-    uint64_t v = 0;
-    while (!at_end() && std::isdigit(static_cast<unsigned char>(peek()))) {
-      v = std::min<uint64_t>(v * 10 + static_cast<uint64_t>(peek() - '0'), 1u << 20);
-      ++pos_;
-    }
-    out = static_cast<uint32_t>(v);
-    return pos_ > start;
+    RepeatBounds bounds;
+    const auto spaces_and_comments = [this] { skip(false); };
+    const RepeatBoundsError bad = read_repeat_bounds(text_, pos_, true, spaces_and_comments, bounds);
+    if (bad == RepeatBoundsError::kMissingMin) return error("expected a number in '{}'");
+    if (bad == RepeatBoundsError::kUnclosed) return error("expected '}'");
+    if (bad == RepeatBoundsError::kMaxBelowMin) return error("a repetition {m,n} with n below m");
+    return B::repeat(rule, bounds.min, bounds.max);
   }
 
   static void append_utf8(std::string& out, uint32_t cp) {

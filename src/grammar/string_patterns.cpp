@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include "grammar/repeat_bounds.h"
+
 namespace kipp::grammar {
 
 namespace {
@@ -119,28 +121,17 @@ class RegexCompiler {
       max = c == '?' ? 1 : kUnbounded;
     } else if (c == '{') {
       const size_t start = pos_++;
-      auto number = [&](uint32_t& out) {
-        const size_t from = pos_;
-        uint64_t v = 0;
-        while (!at_end() && std::isdigit(static_cast<unsigned char>(peek()))) {
-          v = std::min<uint64_t>(v * 10 + static_cast<uint64_t>(peek() - '0'), 1u << 20);
-          ++pos_;
-        }
-        out = static_cast<uint32_t>(v);
-        return pos_ > from;
-      };
-      if (!number(min)) return error("a quantifier {m,n} needs a number");
-      max = min;
-      if (!at_end() && peek() == ',') {
-        ++pos_;
-        if (!number(max)) max = kUnbounded;
-      }
-      if (at_end() || peek() != '}') {
+      RepeatBounds bounds;
+      const auto nothing_between = [] {};  // ECMAScript allows no spaces inside the braces
+      const RepeatBoundsError bad = read_repeat_bounds(text_, pos_, false, nothing_between, bounds);
+      if (bad == RepeatBoundsError::kMissingMin) return error("a quantifier {m,n} needs a number");
+      if (bad == RepeatBoundsError::kUnclosed) {
         pos_ = start;
         return error("an unterminated quantifier");
       }
-      ++pos_;
-      if (max < min) return error("a quantifier {m,n} with n below m");
+      if (bad == RepeatBoundsError::kMaxBelowMin) return error("a quantifier {m,n} with n below m");
+      min = bounds.min;
+      max = bounds.max;
     } else {
       return B::ref(atom_rule);
     }

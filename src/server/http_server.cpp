@@ -624,7 +624,10 @@ struct HttpServer::Impl {
     };
     bool flags[3] = {false, true, false};  // add_special (Qwen3 adds none), parse_special, with_pieces
     const char* names[3] = {"add_special", "parse_special", "with_pieces"};
-    for (const auto& [key, value] : body->items()) {
+    for (const auto& item : body->items()) {
+      // Named, not a structured binding: clang before 16 cannot capture a binding in a lambda.
+      const std::string& key = item.key();
+      const auto& value = item.value();
       const auto known = std::find_if(std::begin(names), std::end(names), [&](const char* n) { return key == n; });
       if (key == "content") {
         if (!value.is_string()) return bad("content", "a string");

@@ -32,7 +32,6 @@ struct Count {
 
 constexpr Count kPositiveInt{1, 1, "", false};
 constexpr Count kNonNegativeInt{0, 1, "", false};
-constexpr Count kAutoOrPositive{1, 1, "", true};
 
 // A number in an interval; an infinite bound is no bound.
 struct Real {

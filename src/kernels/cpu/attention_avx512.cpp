@@ -3,7 +3,9 @@
 // GCC 12 reports its own intrinsics' intentionally undefined lanes as uninitialized once
 // inlined; the warning is about the header, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning group; clang warns about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "kernels/cpu/avx512_sum.h"
@@ -19,7 +21,6 @@ namespace kipp::kernels::avx512 {
 namespace {
 
 constexpr size_t kBlock = kKvBlockPositions;  // 32 keys: two vectors of scores
-constexpr size_t kMaxHeadDim = 256;
 
 // e^x to about 1 ulp for x <= 0 (Cephes' expf polynomial, as the trainer's fast_exp); below
 // -87.3 it is 0.

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/cpuid_features.h"
 #include "kernels/cpu/matmul_bf16_panels_avx2.h"
 #include "kernels/cpu/matmul_int8_avx2.h"
 #include "kernels/cpu/row_major_tiles.h"
@@ -148,7 +149,7 @@ void bf16_matmul(const WeightMatrix& w, const PreparedInput& in, float* out, siz
 
 bool supported() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 bool packs_weights(const WeightMatrix& w) { return stores_bf16_panels(w) || packs_quantized(w); }

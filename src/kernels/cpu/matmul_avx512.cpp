@@ -3,11 +3,14 @@
 // GCC 12 reports its own _mm512_castsi256_si512 (an intentionally undefined upper half) as
 // "used uninitialized" once inlined; the warning is about the header, not this code.
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning group; clang warns about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "kernels/cpu/avx512_sum.h"
 #include "kernels/cpu/bf16_panels.h"
+#include "kernels/cpu/cpuid_features.h"
 #include "kernels/cpu/matmul_bf16_panels_avx512.h"
 #include "kernels/cpu/matmul_int8_avx512.h"
 #include "kernels/cpu/row_major_tiles.h"
@@ -151,8 +154,8 @@ bool supported() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") &&
-         __builtin_cpu_supports("f16c") && __builtin_cpu_supports("fma");
+         __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vnni") && cpu_has_f16c() &&
+         __builtin_cpu_supports("fma");
 }
 
 bool packs_weights(const WeightMatrix& w) { return stores_bf16_panels(w) || stores_panels(w); }

@@ -1,4 +1,5 @@
 // The AVX-VNNI instantiation of the packed-panel products (matmul_int8_avx2_panels.h).
+#include "kernels/cpu/cpuid_features.h"
 #include "kernels/cpu/matmul_avx2.h"
 #include "kernels/cpu/matmul_int8_avx2.h"
 
@@ -9,7 +10,7 @@ namespace kipp::kernels::avx2 {
 
 bool vnni_supported() {
   __builtin_cpu_init();
-  return supported() && __builtin_cpu_supports("avxvnni");
+  return supported() && cpu_has_avx_vnni();
 }
 
 void quantized_matmul_vnni(const WeightMatrix& w, const PreparedInput& in, float* out, size_t out_stride) {

@@ -74,5 +74,20 @@ TEST(Gbnf, ErrorsNameLineAndColumn) {
   EXPECT_NE(gbnf_error("root ::= \"a\"\nroot ::= \"b\"\n").find("defined twice"), std::string::npos);
 }
 
+// GBNF repetitions allow spaces and comments between their parts, and `{,n}` and `{,}` from 0.
+TEST(Gbnf, RepetitionBounds) {
+  const GrammarPtr spaced = gbnf("root ::= \"a\"{ 1 , 2 } \"b\"{,} \"c\"{ ,1 }\n");
+  EXPECT_TRUE(matches(spaced, "a"));
+  EXPECT_TRUE(matches(spaced, "aabbbc"));
+  EXPECT_FALSE(matches(spaced, "aaa"));
+  EXPECT_FALSE(matches(spaced, "acc"));
+  EXPECT_EQ(gbnf_error("root ::= \"a\"{}\n"), "GBNF line 1, column 14: expected a number in '{}'");
+  EXPECT_EQ(gbnf_error("root ::= \"a\"{ }\n"), "GBNF line 1, column 15: expected a number in '{}'");
+  EXPECT_EQ(gbnf_error("root ::= \"a\"{2 x}\n"), "GBNF line 1, column 16: expected '}'");
+  EXPECT_EQ(gbnf_error("root ::= \"a\"{1 # c\n}\n"), "GBNF line 1, column 19: expected '}'");
+  EXPECT_EQ(gbnf_error("root ::= \"a\"{2"), "GBNF line 1, column 15: expected '}'");
+  EXPECT_EQ(gbnf_error("root ::= \"a\"{2,1}\n"), "GBNF line 1, column 18: a repetition {m,n} with n below m");
+}
+
 }  // namespace
 }  // namespace kipp::grammar

@@ -192,6 +192,23 @@ TEST(JsonSchema, PatternsAndFormats) {
   EXPECT_FALSE(matches(quote, R"("a\"")"));
   EXPECT_NE(schema_error(R"({"pattern":"(a)\\1"})").find("backreferences"), std::string::npos);
   EXPECT_NE(schema_error(R"x({"pattern":"a(?=b)"})x").find("lookaround"), std::string::npos);
+  // Pattern quantifiers need their m and allow no spaces (ECMAScript); errors name the offset.
+  const GrammarPtr counted = schema_grammar(R"({"pattern":"^a{2}b{1,2}c{0,}$"})");
+  EXPECT_TRUE(matches(counted, R"("aab")"));
+  EXPECT_TRUE(matches(counted, R"("aabbccc")"));
+  EXPECT_FALSE(matches(counted, R"("abb")"));
+  EXPECT_FALSE(matches(counted, R"("aabbb")"));
+  const auto pattern_error = [](const char* pattern) {
+    const std::string message = schema_error(std::string(R"({"pattern":")") + pattern + "\"}");
+    return message.substr(message.find(": ") + 2);
+  };
+  EXPECT_EQ(pattern_error("a{,2}"), "a quantifier {m,n} needs a number at offset 2 of the pattern");
+  EXPECT_EQ(pattern_error("a{ 2}"), "a quantifier {m,n} needs a number at offset 2 of the pattern");
+  EXPECT_EQ(pattern_error("a{}"), "a quantifier {m,n} needs a number at offset 2 of the pattern");
+  EXPECT_EQ(pattern_error("ab{2"), "an unterminated quantifier at offset 2 of the pattern");
+  EXPECT_EQ(pattern_error("ab{2,3x"), "an unterminated quantifier at offset 2 of the pattern");
+  EXPECT_EQ(pattern_error("a{2,1}"), "a quantifier {m,n} with n below m at offset 6 of the pattern");
+  EXPECT_EQ(pattern_error("a{2}{3}"), "a quantifier cannot follow a quantifier at offset 4 of the pattern");
 
   const GrammarPtr date = schema_grammar(R"({"type":"string","format":"date"})");
   for (const char* ok : {R"("2024-02-29")", R"("2000-02-29")", R"("2023-12-31")", R"("1999-04-30")"})
